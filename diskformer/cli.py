@@ -1,0 +1,37 @@
+"""The `diskformer` command: one entry point, each subcommand in its own module.
+
+Each subcommand module exposes `main(argv) -> int` and parses its own arguments, so commands stay independent
+and importing one never drags in another's dependencies (numpy, uvicorn, ...).
+"""
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS = {
+    "serve": ("diskformer.server", "serve the chat page, the engine, Pyodide and local models on 127.0.0.1"),
+}
+
+
+def usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    lines = ["usage: diskformer COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run `diskformer COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"diskformer: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
