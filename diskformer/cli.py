@@ -9,6 +9,11 @@ import sys
 # name -> (module, one-line help)
 COMMANDS = {
     "serve": ("diskformer.server", "serve the chat page, the engine, Pyodide and local models on 127.0.0.1"),
+    "tokenize": ("diskformer.commands.tokenize", "print a text's token ids as JSON"),
+    "detokenize": ("diskformer.commands.detokenize", "print the text of token ids as JSON"),
+    "reference": ("diskformer.reference.cli", "run the numpy reference model: greedy ids and per-step top-k log-probs"),
+    "run": ("diskformer.engine_run", "run the WebGPU engine headless (Pyodide + Dawn in Node)"),
+    "policy-lab": ("diskformer.policy_lab.cli", "replay expert-routing traces through the streamer's cache policies"),
 }
 
 
