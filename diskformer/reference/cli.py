@@ -1,0 +1,89 @@
+"""`diskformer reference MODEL.gguf --ids IDS ...`: greedy ids and per-step top-k log-probabilities as JSON.
+
+Step i scores the token after the prompt plus the first i forced (or greedy) ids: with --teacher-force of k ids
+there are k + 1 steps; with --n N (and no --teacher-force) N greedy steps.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+
+def parse_ids(text: str) -> list:
+    """A JSON list ("[1, 2]") or comma/space separated ids ("1,2,3")."""
+    text = text.strip()
+    try:
+        values = json.loads(text) if text.startswith("[") else [v for v in text.replace(",", " ").split()]
+        ids = [int(v) for v in values]
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"not a list of token ids: {text!r} (use [1,2,3] or 1,2,3)") from None
+    if any(i < 0 for i in ids):
+        raise argparse.ArgumentTypeError(f"token ids must be >= 0: {text!r}")
+    return ids
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="diskformer reference", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="a qwen3moe or qwen35moe GGUF file")
+    ap.add_argument("--ids", type=parse_ids, required=True, help="prompt token ids: JSON list or comma separated")
+    ap.add_argument("--teacher-force", type=parse_ids, default=None, metavar="IDS",
+                    help="feed these ids after the prompt instead of the greedy ones (k ids -> k+1 steps)")
+    ap.add_argument("--n", type=int, default=None, help="number of greedy steps (default 1; not with --teacher-force)")
+    ap.add_argument("--top", type=int, default=5, help="log-probabilities to print per step (default 5)")
+    ap.add_argument("--f32", action="store_true", help="compute in float32 (default float64)")
+    ap.add_argument("--q8-act", action="store_true",
+                    help="emulate ggml's Q8_0 quantisation of the activations entering Q8_0 matrices")
+    ap.add_argument("--kv-f16", action="store_true", help="round K and V to float16 in the cache")
+    return ap
+
+
+def top_logprobs(logits, k: int) -> list:
+    """[[id, logprob], ...] best first, ties to the lower id, logprob over the full vocabulary in float64."""
+    x = np.asarray(logits, dtype=np.float64)
+    m = x.max()
+    lp = x - (m + np.log(np.exp(x - m).sum()))
+    order = np.argsort(-lp, kind="stable")[:k]
+    return [[int(i), float(lp[i])] for i in order]
+
+
+def main(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.teacher_force is not None and args.n is not None:
+        print("diskformer reference: use either --teacher-force or --n, not both", file=sys.stderr)
+        return 2
+    if args.top < 1 or (args.n is not None and args.n < 1):
+        print("diskformer reference: --top and --n must be >= 1", file=sys.stderr)
+        return 2
+    if not args.ids:
+        print("diskformer reference: --ids is empty; give at least one prompt token", file=sys.stderr)
+        return 2
+
+    from .model import ReferenceModel
+    from .options import Options
+
+    options = Options(dtype=np.float32 if args.f32 else np.float64, q8_activations=args.q8_act,
+                      kv_f16=args.kv_f16)
+    try:
+        model = ReferenceModel(args.model, options)
+    except (FileNotFoundError, KeyError, ValueError, NotImplementedError) as exc:
+        print(f"diskformer reference: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.teacher_force is not None:
+            rows = model.teacher_forced(args.ids, args.teacher_force)
+            greedy = [int(np.argmax(r)) for r in rows]
+        else:
+            greedy, rows = model.greedy(args.ids, args.n or 1)
+    except ValueError as exc:
+        print(f"diskformer reference: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"greedy_ids": greedy, "steps": [{"top": top_logprobs(r, args.top)} for r in rows]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
