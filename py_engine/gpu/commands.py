@@ -1,0 +1,126 @@
+"""Recorded dispatch lists, replayed with one FFI call per submit.
+
+A list of operations (compute dispatches and buffer copies) is recorded once, at load, as a JS array; a tiny JS
+helper replays it into a command encoder. Per token the engine then makes one call into JS (write the step
+parameters, replay, copy the result to a staging buffer, submit, map) and awaits one promise: Python→JS calls
+cost microseconds and awaits ~150 µs, so the per-dispatch work must not cross the FFI.
+"""
+import js
+from pyodide.code import run_js
+
+from .buffers import MAP_READ
+
+_HELPER_JS = r"""
+({
+  // ops: [0, pipeline, bindGroup, x, y, z] dispatch | [1, src, srcOffset, dst, dstOffset, size] copy
+  record(enc, ops) {
+    let pass = null;
+    for (const op of ops) {
+      if (op[0] === 0) {
+        if (pass === null) pass = enc.beginComputePass();
+        pass.setPipeline(op[1]); pass.setBindGroup(0, op[2]); pass.dispatchWorkgroups(op[3], op[4], op[5]);
+      } else {
+        if (pass !== null) { pass.end(); pass = null; }
+        enc.copyBufferToBuffer(op[1], op[2], op[3], op[4], op[5]);
+      }
+    }
+    if (pass !== null) pass.end();
+  },
+  replay(device, ops) {
+    const enc = device.createCommandEncoder();
+    this.record(enc, ops);
+    device.queue.submit([enc.finish()]);
+  },
+  // One token: write the step uniform, replay, copy `nbytes` of `out` into `staging` and map it; resolves to
+  // the bytes (or null without `out`, once the GPU is done).
+  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes) {
+    device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
+    const enc = device.createCommandEncoder();
+    this.record(enc, ops);
+    if (out === null) {
+      device.queue.submit([enc.finish()]);
+      await device.queue.onSubmittedWorkDone();
+      return null;
+    }
+    enc.copyBufferToBuffer(out, outOffset, staging, 0, nbytes);
+    device.queue.submit([enc.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    const bytes = new Uint8Array(staging.getMappedRange(0, nbytes)).slice();
+    staging.unmap();
+    return bytes;
+  },
+  // Many tokens without reading anything back (prompt prefill): writeBuffer and submit are ordered on the
+  // queue, so each replay sees its own step words. Nothing is awaited.
+  feed(device, stepBuf, tokens, pos0, ops) {
+    for (let i = 0; i < tokens.length; i++) {
+      const p = pos0 + i;
+      device.queue.writeBuffer(stepBuf, 0, new Uint32Array([tokens[i], p, p + 1, 0]));
+      this.replay(device, ops);
+    }
+  },
+  trackErrors(device, sink) {
+    device.onuncapturederror = (e) => { if (sink.length < 20) sink.push(String(e.error.message)); };
+  },
+})
+"""
+
+_helper = None
+
+
+def helper():
+    """The JS replay helper (created once per Python interpreter)."""
+    global _helper
+    if _helper is None:
+        _helper = run_js(_HELPER_JS)
+    return _helper
+
+
+class DispatchList:
+    """Operations recorded in order; `ops` is the JS array handed to the replay helper."""
+
+    def __init__(self):
+        self.ops = js.Array.new()
+        self.count = 0
+        self.labels = []
+
+    def dispatch(self, pipeline, bind_group, x: int, y: int = 1, z: int = 1, label: str = ""):
+        self.ops.push(js.Array.of(0, pipeline, bind_group, x, y, z))
+        self.count += 1
+        self.labels.append(label)
+
+    def copy(self, src, src_offset: int, dst, dst_offset: int, size: int, label: str = "copy"):
+        self.ops.push(js.Array.of(1, src, src_offset, dst, dst_offset, size))
+        self.count += 1
+        self.labels.append(label)
+
+    def extend(self, other: "DispatchList"):
+        self.ops = self.ops.concat(other.ops)
+        self.count += other.count
+        self.labels += other.labels
+
+    def submit(self, gpu):
+        helper().replay(gpu.device, self.ops)
+
+
+def track_errors(gpu):
+    """Collect uncaptured WebGPU errors into a JS array that `check_errors` turns into an exception."""
+    gpu.js_errors = js.Array.new()
+    helper().trackErrors(gpu.device, gpu.js_errors)
+
+
+def check_errors(gpu, what: str):
+    errs = getattr(gpu, "js_errors", None)
+    if errs is not None and errs.length:
+        msgs = [str(m) for m in errs]
+        errs.length = 0
+        raise RuntimeError(f"WebGPU error during {what}: " + " | ".join(msgs[:3]))
+
+
+def split_groups(n: int, limit: int = 65535) -> tuple[int, int]:
+    """Workgroup counts (x, y) covering `n` groups when one dimension is capped (kernels use y*nx + x)."""
+    if n <= limit:
+        return max(1, n), 1
+    return limit, (n + limit - 1) // limit
+
+
+__all__ = ["DispatchList", "helper", "track_errors", "check_errors", "split_groups", "MAP_READ"]

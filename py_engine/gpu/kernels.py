@@ -1,0 +1,135 @@
+"""Launchers for the kernels in shaders/: each records one (or one per row band) dispatch into a DispatchList.
+
+Parameters that never change are baked into a small uniform buffer per dispatch at record time; what changes per
+token (token id, position) lives in the shared step uniform (shaders/step.wgsl), so recorded lists replay as is.
+Activations are f32 buffers addressed by element offsets ("bases").
+"""
+import struct
+
+from .buffers import uniform_buffer
+from .commands import split_groups
+
+
+class GpuMatrix:
+    """A weight matrix on the GPU, split into row bands that each fit one binding.
+
+    fmt "q8": each band holds {3: codes, 4: scales} (Q8_0 planes); fmt "f32": {3: values}. A pool of experts is a
+    matrix of n_slots * rows_per_slot rows in one band.
+    """
+
+    def __init__(self, name: str, fmt: str, rows: int, cols: int, bands: list):
+        if cols % 32:
+            raise ValueError(f"{name}: {cols} columns is not a multiple of 32")
+        self.name, self.fmt, self.rows, self.cols = name, fmt, rows, cols
+        self.bands = bands  # [(first row, rows, {binding: buffer})]
+
+
+def lanes_for(nb: int, cap: int = 16) -> int:
+    """Lanes sharing one row in matvec: a power of two <= the row's block count (no idle lanes), at most `cap`."""
+    lanes = 1
+    while lanes * 2 <= min(nb, cap):
+        lanes *= 2
+    return lanes
+
+
+class Kernels:
+    def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16"):
+        self.gpu = gpu
+        self.pipes = pipelines
+        self.step = step_buffer
+        self.lane_cap = lane_cap
+        self.kv_format = kv_format
+        self._placeholder = None
+
+    def placeholder(self):
+        """A small read-only stand-in for a binding a shader declares but a variant does not read."""
+        if self._placeholder is None:
+            from .buffers import storage_buffer
+            self._placeholder = storage_buffer(self.gpu, 256, "placeholder")
+        return self._placeholder
+
+    def _params(self, fmt: str, *values, label=""):
+        return uniform_buffer(self.gpu, struct.pack("<" + fmt, *values), label)
+
+    def _record(self, dl, name, consts, bindings, groups, label):
+        pipe = self.pipes.get(name, **consts)
+        bg = self.pipes.bind_group(pipe, bindings, label)
+        gx, gy = groups if isinstance(groups, tuple) else split_groups(groups)
+        dl.dispatch(pipe, bg, gx, gy, 1, label)
+
+    def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label=""):
+        """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band)."""
+        nb = w.cols // 32
+        lanes = lanes_for(nb, self.lane_cap)
+        consts = {"WFMT": w.fmt, "LANES": lanes, "ACCUMULATE": "true" if accumulate else "false"}
+        for row0, n, bufs in w.bands:
+            params = self._params("4I", n, nb, x_base, y_base + row0, label=label)
+            groups = (n + 64 // lanes - 1) // (64 // lanes)
+            self._record(dl, "matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs}, groups, label or w.name)
+
+    def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route_ids, slot_map, map_base,
+                   x_base=0, x_stride=0, label=""):
+        """y[k*rows + r] = W_slot(k)[r]·x_k for the k routed experts (see shaders/moe_matvec.wgsl)."""
+        if len(pool.bands) != 1:
+            raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
+        nb = pool.cols // 32
+        lanes = lanes_for(nb, self.lane_cap)
+        params = self._params("5I", rows, nb, x_base, x_stride, map_base, label=label)
+        bufs = pool.bands[0][2]
+        groups = ((rows + 64 // lanes - 1) // (64 // lanes), k)
+        self._record(dl, "moe_matvec.wgsl", {"WFMT": pool.fmt, "LANES": lanes},
+                     {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map}, groups, label or pool.name)
+
+    def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm"):
+        params = self._params("IfII", n, eps, x_base, y_base)
+        self._record(dl, "rmsnorm.wgsl", {}, {0: params, 1: x, 2: w, 3: y}, (rows, 1), label)
+
+    def embed(self, dl, table: GpuMatrix, y, label="embed"):
+        for row0, n, bufs in table.bands:
+            params = self._params("4I", table.cols, row0, n, 0)
+            self._record(dl, "embed.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.step, 2: y, **bufs},
+                         (table.cols + 255) // 256, label)
+
+    def qk_norm_rope(self, dl, x, norm_w, n_heads, hd, n_rot, eps, base, x_base=0, label="qk_norm_rope"):
+        """In place on n_heads heads of hd values: RMSNorm with norm_w (None: no norm), then NeoX RoPE."""
+        if n_rot > hd or n_rot % 2:
+            raise ValueError(f"bad rotary dims {n_rot} for head dim {hd}")
+        use_norm = norm_w is not None
+        params = self._params("IIffIIII", hd, n_rot, eps, base, x_base, int(use_norm), 0, 0)
+        norm = norm_w if use_norm else self.placeholder()
+        self._record(dl, "qk_norm_rope.wgsl", {}, {0: params, 1: self.step, 2: norm, 3: x},
+                     (n_heads, 1), label)
+
+    def kv_append(self, dl, src, k_cache, v_cache, n, k_base, v_base, label="kv_append"):
+        params = self._params("4I", n, k_base, v_base, 0)
+        self._record(dl, "kv_append.wgsl", {"KV": self.kv_format},
+                     {0: params, 1: self.step, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, 1), label)
+
+    def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, label="attention"):
+        if hd % 2 or hd > 256 or n_head % n_kv_head:
+            raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
+        params = self._params("IIIf", n_head, n_kv_head, hd, scale)
+        self._record(dl, "attention.wgsl", {"KV": self.kv_format},
+                     {0: params, 1: self.step, 2: q, 3: k_cache, 4: v_cache, 5: out}, (n_head, 1), label)
+
+    def silu_mul(self, dl, gate, up, y, n, gate_base=0, up_base=0, y_base=0, label="silu_mul"):
+        params = self._params("4I", n, gate_base, up_base, y_base)
+        self._record(dl, "silu_mul.wgsl", {}, {0: params, 1: gate, 2: up, 3: y}, (n + 255) // 256, label)
+
+    def add(self, dl, x, y, n, label="add"):
+        params = self._params("4I", n, 0, 0, 0)
+        self._record(dl, "add.wgsl", {}, {0: params, 1: x, 2: y}, (n + 255) // 256, label)
+
+    def moe_combine(self, dl, route_w, y, h, n, k, label="moe_combine"):
+        params = self._params("4I", n, k, 0, 0)
+        self._record(dl, "moe_combine.wgsl", {}, {0: params, 1: route_w, 2: y, 3: h}, (n + 255) // 256, label)
+
+    def router_topk(self, dl, logits, route_ids, route_w, n_exp, k, renorm=True, label="router_topk"):
+        if n_exp > 256 or k > 64 or k > n_exp:
+            raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
+        params = self._params("4I", n_exp, k, int(renorm), 0)
+        self._record(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (1, 1), label)
+
+    def argmax(self, dl, x, out, n, label="argmax"):
+        params = self._params("4I", n, 0, 0, 0)
+        self._record(dl, "argmax.wgsl", {}, {0: params, 1: x, 2: out}, (1, 1), label)

@@ -1,0 +1,35 @@
+// Routed-expert products: for each of the k selected experts (workgroup row wg.y = k index),
+//   y[k * rows + r] = W_slot[r] · x_k,   slot = slot_map[map_base + route_ids[k]]
+// where W_slot is the expert's matrix inside a pool of same-shaped matrices (rows per slot = rows), and x_k is
+// x[x_base + k * x_stride ..] (x_stride = 0: every expert reads the same input, as gate/up do).
+struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, map_base: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+#include "weights_{{WFMT}}.wgsl"
+#include "block_dot_{{WFMT}}.wgsl"
+@group(0) @binding(5) var<storage, read> route_ids: array<u32>;
+@group(0) @binding(6) var<storage, read> slot_map: array<u32>;
+
+const LANES: u32 = {{LANES}}u;
+#include "row_reduce.wgsl"
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let k = wg.y;
+  let row = wg.x * (64u / LANES) + lid.x / LANES;
+  let lane = lid.x % LANES;
+  let slot = slot_map[p.map_base + route_ids[k]];
+  var acc = 0.0;
+  if (row < p.rows) {
+    let wrow = slot * p.rows + row;
+    let xv = (p.x_base + k * p.x_stride) / 4u;
+    for (var b = lane; b < p.nb; b += LANES) {
+      acc += block_dot(wrow * p.nb + b, xv + b * 8u);
+    }
+  }
+  let total = row_sum(acc, lid.x);
+  if (lane == 0u && row < p.rows) {
+    y[k * p.rows + row] = total;
+  }
+}

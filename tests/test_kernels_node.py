@@ -1,0 +1,419 @@
+"""Every kernel in shaders/ run on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against numpy.
+
+CPython writes the inputs to a temporary folder; one Node process (start-up costs seconds) runs all the kernels
+through py_engine.gpu and writes the outputs back; numpy checks them here.
+"""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from diskformer.node_engine import run_in_node
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+# Runs inside Pyodide: reads inputs/<name>.bin, runs each case, writes outputs/<name>.bin.
+NODE_CODE = r'''
+import json, struct
+from pathlib import Path
+from py_engine.gpu.device import open_gpu
+from py_engine.gpu.buffers import upload, storage_buffer, create_buffer, write_buffer, Readback, UNIFORM, COPY_DST
+from py_engine.gpu.pipelines import Pipelines, GpuErrorScope
+from py_engine.gpu.commands import DispatchList, track_errors, check_errors
+from py_engine.gpu.kernels import Kernels, GpuMatrix
+
+async def main(args):
+    d = Path(args["dir"])
+    spec = json.loads((d / "spec.json").read_text())
+    gpu = await open_gpu()
+    track_errors(gpu)
+    pipes = Pipelines(gpu)
+    step = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+    rb = Readback(gpu)
+    bufs = {}
+
+    def buf(name, extra=0):
+        if name not in bufs:
+            bufs[name] = upload(gpu, (d / f"in_{name}.bin").read_bytes(), name)
+        return bufs[name]
+
+    def out(name, nbytes):
+        bufs[name] = storage_buffer(gpu, nbytes, name)
+        return bufs[name]
+
+    def matrix(name, fmt, rows, cols, band_rows=None):
+        band_rows = band_rows or rows
+        bands = []
+        for r0 in range(0, rows, band_rows):
+            n = min(band_rows, rows - r0)
+            if fmt == "q8":
+                codes = (d / f"in_{name}_codes.bin").read_bytes()[r0 * cols:(r0 + n) * cols]
+                scales = (d / f"in_{name}_scales.bin").read_bytes()[r0 * cols // 16:(r0 + n) * cols // 16]
+                bands.append((r0, n, {3: upload(gpu, codes), 4: upload(gpu, scales)}))
+            else:
+                vals = (d / f"in_{name}.bin").read_bytes()[r0 * cols * 4:(r0 + n) * cols * 4]
+                bands.append((r0, n, {3: upload(gpu, vals)}))
+        return GpuMatrix(name, fmt, rows, cols, bands)
+
+    results = {}
+    for case in spec:
+        kern = Kernels(gpu, pipes, step, lane_cap=case.get("lane_cap", 16), kv_format=case.get("kv", "f16"))
+        dl = DispatchList()
+        k, a = case["kernel"], case
+        async with GpuErrorScope(gpu, "recording " + a["name"]):
+            if k == "matvec":
+                w = matrix(a["w"], a["fmt"], a["rows"], a["cols"], a.get("band_rows"))
+                y = buf(a["y"]) if a.get("accumulate") else out(a["y"], a["y_len"] * 4)
+                kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False))
+            elif k == "moe_matvec":
+                pool = matrix(a["w"], a["fmt"], a["slots"] * a["rows"], a["cols"])
+                y = out(a["y"], a["k"] * a["rows"] * 4)
+                kern.moe_matvec(dl, pool, a["rows"], a["k"], buf(a["x"]), y, buf("ids"), buf("slot_map"),
+                                a["map_base"], a["x_base"], a["x_stride"])
+            elif k == "rmsnorm":
+                y = out(a["y"], a["n"] * a["rows"] * 4)
+                kern.rmsnorm(dl, buf(a["x"]), buf(a["w"]), y, a["n"], a["eps"], a["rows"])
+            elif k == "embed":
+                w = matrix(a["w"], a["fmt"], a["rows"], a["cols"], a.get("band_rows"))
+                kern.embed(dl, w, out(a["y"], a["cols"] * 4))
+            elif k == "qk_norm_rope":
+                x = buf(a["x"])
+                kern.qk_norm_rope(dl, x, buf(a["w"]) if a["norm"] else None, a["heads"], a["hd"], a["n_rot"],
+                                  a["eps"], a["base"], a["x_base"])
+            elif k == "kv_append":
+                kern.kv_append(dl, buf(a["src"]), buf(a["kc"]), buf(a["vc"]), a["n"], a["k_base"], a["v_base"])
+            elif k == "attention":
+                y = out(a["y"], a["n_head"] * a["hd"] * 4)
+                kern.attention(dl, buf(a["q"]), buf(a["kc"]), buf(a["vc"]), y, a["n_head"], a["n_kv"], a["hd"],
+                               a["scale"])
+            elif k == "silu_mul":
+                kern.silu_mul(dl, buf(a["g"]), buf(a["u"]), out(a["y"], a["n"] * 4), a["n"])
+            elif k == "add":
+                kern.add(dl, buf(a["x"]), buf(a["y"]), a["n"])
+            elif k == "moe_combine":
+                kern.moe_combine(dl, buf(a["w"]), buf(a["ys"]), buf(a["h"]), a["n"], a["k"])
+            elif k == "router_topk":
+                ids, wts = out(a["ids"], a["k"] * 4), out(a["wts"], a["k"] * 4)
+                kern.router_topk(dl, buf(a["logits"]), ids, wts, a["n_exp"], a["k"], a["renorm"])
+            elif k == "argmax":
+                kern.argmax(dl, buf(a["x"]), out(a["y"], 4), a["n"])
+        write_buffer(gpu, step, 0, struct.pack("<4I", a.get("token", 0), a.get("pos", 0), a.get("pos", 0) + 1, 0))
+        dl.submit(gpu)
+        for name in a["outputs"]:
+            b = bufs[name]
+            data = await rb.read(b, 0, int(b.size))
+            (d / f"out_{a['name']}_{name}.bin").write_bytes(data)
+        check_errors(gpu, a["name"])
+    return {"adapter": gpu.info, "subgroups": gpu.has_subgroups}
+'''
+
+
+class Case:
+    """Collects inputs (written as files) and the case list for the node run."""
+
+    def __init__(self, folder):
+        self.dir = folder
+        self.spec = []
+
+    def arr(self, name, a):
+        (self.dir / f"in_{name}.bin").write_bytes(np.ascontiguousarray(a).tobytes())
+        return name
+
+    def q8(self, name, rows, cols, rng):
+        codes = rng.integers(-127, 128, size=(rows, cols), dtype=np.int8)
+        scales = (rng.random((rows, cols // 32)) * 0.02 + 0.001).astype(np.float16)
+        self.arr(name + "_codes", codes)
+        self.arr(name + "_scales", scales)
+        blocks = codes.reshape(rows, cols // 32, 32).astype(np.float32) * scales[:, :, None].astype(np.float32)
+        return blocks.reshape(rows, cols)
+
+    def add(self, **case):
+        self.spec.append(case)
+
+    def out(self, name, key, dtype=np.float32):
+        return np.frombuffer((self.dir / f"out_{name}_{key}.bin").read_bytes(), dtype=dtype)
+
+
+def rope_neox(x, pos, n_rot, base):
+    x = x.astype(np.float64).copy()
+    half = n_rot // 2
+    i = np.arange(half)
+    ang = pos * base ** (-2.0 * i / n_rot)
+    c, s = np.cos(ang), np.sin(ang)
+    x0, x1 = x[..., :half].copy(), x[..., half:n_rot].copy()
+    x[..., :half] = x0 * c - x1 * s
+    x[..., half:n_rot] = x0 * s + x1 * c
+    return x
+
+
+def f16_pairs(a):
+    return a.astype(np.float16)
+
+
+@pytest.fixture(scope="module")
+def kernel_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kernels")
+    rng = np.random.default_rng(7)
+    c = Case(d)
+    ref = {}
+
+    # matvec, Q8_0: several lane counts, two row bands, offsets, accumulation
+    K = 256
+    W = c.q8("wq", 100, K, rng)
+    x = rng.standard_normal(K + 32).astype(np.float32)
+    c.arr("x1", x)
+    for cap in (1, 4, 16):
+        c.add(name=f"mv_q8_l{cap}", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, band_rows=64, x="x1",
+              y=f"y_l{cap}", y_len=110, x_base=32, y_base=10, lane_cap=cap, outputs=[f"y_l{cap}"])
+    ref["mv_q8"] = W.astype(np.float64) @ x[32:].astype(np.float64)
+    y0 = rng.standard_normal(100).astype(np.float32)
+    c.arr("yacc", y0)
+    c.add(name="mv_q8_acc", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, x="x1", y="yacc", x_base=32,
+          y_base=0, accumulate=True, outputs=["yacc"])
+    ref["mv_q8_acc"] = ref["mv_q8"] + y0
+    # matvec, F32 (routers; the F32 fixture models)
+    Wf = rng.standard_normal((37, 128)).astype(np.float32)
+    c.arr("wf", Wf)
+    c.add(name="mv_f32", kernel="matvec", fmt="f32", w="wf", rows=37, cols=128, x="x1", y="yf", y_len=37,
+          x_base=0, y_base=0, outputs=["yf"])
+    ref["mv_f32"] = Wf.astype(np.float64) @ x[:128].astype(np.float64)
+
+    # routed experts: pool of 6 slots, 2 picked experts mapped through the slot map
+    P = c.q8("pool", 6 * 64, 128, rng).reshape(6, 64, 128)
+    xe = rng.standard_normal(2 * 128).astype(np.float32)
+    c.arr("xe", xe)
+    c.arr("ids", np.array([3, 0], np.uint32))
+    c.arr("slot_map", np.array([9, 9, 9, 9, 5, 2, 1, 4], np.uint32))  # layer base 4: expert 0 -> slot 5, 3 -> 4
+    c.add(name="moe_shared_x", kernel="moe_matvec", fmt="q8", w="pool", slots=6, rows=64, cols=128, k=2, x="xe",
+          y="ye", map_base=4, x_base=0, x_stride=0, outputs=["ye"])
+    c.add(name="moe_own_x", kernel="moe_matvec", fmt="q8", w="pool", slots=6, rows=64, cols=128, k=2, x="xe",
+          y="ye2", map_base=4, x_base=0, x_stride=128, outputs=["ye2"])
+    ref["moe_shared_x"] = np.concatenate([P[4] @ xe[:128], P[5] @ xe[:128]])
+    ref["moe_own_x"] = np.concatenate([P[4] @ xe[:128], P[5] @ xe[128:]])
+
+    # RMSNorm over 2 rows
+    xr = rng.standard_normal(2 * 200).astype(np.float32) * 3
+    wr = rng.standard_normal(200).astype(np.float32)
+    c.arr("xr", xr)
+    c.arr("wr", wr)
+    c.add(name="rmsnorm", kernel="rmsnorm", x="xr", w="wr", y="yr", n=200, rows=2, eps=1e-6, outputs=["yr"])
+    xr2 = xr.reshape(2, 200).astype(np.float64)
+    ref["rmsnorm"] = (xr2 / np.sqrt((xr2 ** 2).mean(1, keepdims=True) + 1e-6) * wr).ravel()
+
+    # embedding gather from Q8_0 planes in 2 bands, and F32
+    E = c.q8("emb", 50, 64, rng)
+    c.add(name="embed_q8", kernel="embed", fmt="q8", w="emb", rows=50, cols=64, band_rows=32, y="ye8", token=41,
+          outputs=["ye8"])
+    ref["embed_q8"] = E[41]
+    Ef = rng.standard_normal((50, 64)).astype(np.float32)
+    c.arr("embf", Ef)
+    c.add(name="embed_f32", kernel="embed", fmt="f32", w="embf", rows=50, cols=64, y="yef", token=7,
+          outputs=["yef"])
+    ref["embed_f32"] = Ef[7]
+
+    # q/k norm + NeoX rope: full rotation, partial rotation, no norm at a large position
+    for nm, norm, n_rot, pos, base in (("rope_full", True, 64, 5, 1e6), ("rope_part", True, 16, 77, 1e7),
+                                       ("rope_nonorm", False, 64, 123457, 1e6)):
+        xq = rng.standard_normal(3 * 64 + 64).astype(np.float32)
+        wq_ = rng.standard_normal(64).astype(np.float32)
+        c.arr("x_" + nm, xq)
+        c.arr("w_" + nm, wq_)
+        c.add(name=nm, kernel="qk_norm_rope", x="x_" + nm, w="w_" + nm, norm=norm, heads=3, hd=64, n_rot=n_rot,
+              eps=1e-6, base=base, x_base=64, pos=pos, outputs=["x_" + nm])
+        h = xq[64:].reshape(3, 64).astype(np.float64)
+        if norm:
+            h = h / np.sqrt((h ** 2).mean(1, keepdims=True) + 1e-6) * wq_
+        ref[nm] = np.concatenate([xq[:64], rope_neox(h, pos, n_rot, base).ravel()])
+
+    # KV append at position 3 (f16 and f32 caches), then attention over 150 positions with GQA
+    n_kv, hd, n_head, n_ctx = 2, 64, 4, 160
+    src = rng.standard_normal(2 * n_kv * hd).astype(np.float32)
+    c.arr("kvsrc", src)
+    for kv, dt in (("f16", np.float16), ("f32", np.float32)):
+        c.arr(f"kc_{kv}", np.zeros(n_ctx * n_kv * hd, dt))
+        c.arr(f"vc_{kv}", np.zeros(n_ctx * n_kv * hd, dt))
+        c.add(name=f"kv_append_{kv}", kernel="kv_append", kv=kv, src="kvsrc", kc=f"kc_{kv}", vc=f"vc_{kv}",
+              n=n_kv * hd, k_base=0, v_base=n_kv * hd, pos=3, outputs=[f"kc_{kv}", f"vc_{kv}"])
+    n_past = 150
+    q = rng.standard_normal(n_head * hd).astype(np.float32)
+    kc = rng.standard_normal((n_ctx, n_kv, hd)).astype(np.float32) * 2
+    vc = rng.standard_normal((n_ctx, n_kv, hd)).astype(np.float32)
+    c.arr("q", q)
+    for kv, dt in (("f16", np.float16), ("f32", np.float32)):
+        c.arr(f"akc_{kv}", kc.astype(dt))
+        c.arr(f"avc_{kv}", vc.astype(dt))
+        c.add(name=f"attn_{kv}", kernel="attention", kv=kv, q="q", kc=f"akc_{kv}", vc=f"avc_{kv}",
+              y=f"att_{kv}", n_head=n_head, n_kv=n_kv, hd=hd, scale=hd ** -0.5, pos=n_past - 1,
+              outputs=[f"att_{kv}"])
+        kk = kc.astype(dt).astype(np.float64)[:n_past]
+        vv = vc.astype(dt).astype(np.float64)[:n_past]
+        o = []
+        for h in range(n_head):
+            g = h // (n_head // n_kv)
+            s = kk[:, g] @ q[h * hd:(h + 1) * hd] * hd ** -0.5
+            p = np.exp(s - s.max())
+            o.append((p / p.sum()) @ vv[:, g])
+        ref[f"attn_{kv}"] = np.concatenate(o)
+    ref["kv_src"] = src
+
+    # elementwise: SiLU gate, residual add, expert combine
+    g = rng.standard_normal(300).astype(np.float32) * 4
+    u = rng.standard_normal(300).astype(np.float32)
+    c.arr("g", g)
+    c.arr("u", u)
+    c.add(name="silu_mul", kernel="silu_mul", g="g", u="u", y="ys", n=300, outputs=["ys"])
+    ref["silu_mul"] = g / (1 + np.exp(-g.astype(np.float64))) * u
+    ya = rng.standard_normal(300).astype(np.float32)
+    c.arr("ya", ya)
+    c.add(name="add", kernel="add", x="u", y="ya", n=300, outputs=["ya"])
+    ref["add"] = ya.astype(np.float64) + u
+    ys = rng.standard_normal(3 * 100).astype(np.float32)
+    wk = np.array([0.5, 0.3, 0.2], np.float32)
+    hh = rng.standard_normal(100).astype(np.float32)
+    c.arr("ys3", ys)
+    c.arr("wk", wk)
+    c.arr("hh", hh)
+    c.add(name="moe_combine", kernel="moe_combine", w="wk", ys="ys3", h="hh", n=100, k=3, outputs=["hh"])
+    ref["moe_combine"] = hh + wk @ ys.reshape(3, 100)
+
+    # router: 128 experts top-8 with exact ties (lower index wins), 256 top-8, and no renormalisation
+    routers = (("router128", 128, 8, True), ("router256", 256, 8, True), ("router_raw", 16, 4, False))
+    for nm, n_exp, k, renorm in routers:
+        lg = rng.standard_normal(n_exp).astype(np.float32)
+        lg[[5, 9, 70 % n_exp]] = 3.5  # a three-way tie at the top
+        c.arr("lg_" + nm, lg)
+        c.add(name=nm, kernel="router_topk", logits="lg_" + nm, ids="ids_" + nm, wts="w_" + nm, n_exp=n_exp, k=k,
+              renorm=renorm, outputs=["ids_" + nm, "w_" + nm])
+        p = np.exp(lg.astype(np.float64) - lg.max())
+        p /= p.sum()
+        order = sorted(range(n_exp), key=lambda i: (-p[i], i))[:k]
+        w = p[order] / (p[order].sum() if renorm else 1.0)
+        ref[nm] = (order, w)
+
+    # argmax with a tie between indices 1000 and 2000 (lower wins)
+    am = rng.standard_normal(3001).astype(np.float32)
+    am[[1000, 2000]] = 9.0
+    c.arr("am", am)
+    c.add(name="argmax", kernel="argmax", x="am", y="amx", n=3001, outputs=["amx"])
+
+    (d / "spec.json").write_text(json.dumps(c.spec))
+    info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
+    return c, ref, info
+
+
+def close(a, b, rtol=1e-4, atol=1e-4):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol, atol=atol)
+
+
+def test_device_has_no_f16_requirement(kernel_run):
+    _, _, info = kernel_run
+    assert info["adapter"]["description"]
+
+
+@pytest.mark.parametrize("cap", [1, 4, 16])
+def test_matvec_q8_lanes_bands_offsets(kernel_run, cap):
+    c, ref, _ = kernel_run
+    y = c.out(f"mv_q8_l{cap}", f"y_l{cap}")
+    close(y[10:110], ref["mv_q8"])
+    assert not y[:10].any()
+
+
+def test_matvec_accumulate_and_f32(kernel_run):
+    c, ref, _ = kernel_run
+    close(c.out("mv_q8_acc", "yacc")[:100], ref["mv_q8_acc"])
+    close(c.out("mv_f32", "yf")[:37], ref["mv_f32"])
+
+
+def test_moe_matvec_reads_mapped_slots(kernel_run):
+    c, ref, _ = kernel_run
+    close(c.out("moe_shared_x", "ye"), ref["moe_shared_x"])
+    close(c.out("moe_own_x", "ye2"), ref["moe_own_x"])
+
+
+def test_rmsnorm(kernel_run):
+    c, ref, _ = kernel_run
+    close(c.out("rmsnorm", "yr")[:400], ref["rmsnorm"])
+
+
+def test_embed(kernel_run):
+    c, ref, _ = kernel_run
+    np.testing.assert_array_equal(c.out("embed_q8", "ye8")[:64], ref["embed_q8"])
+    np.testing.assert_array_equal(c.out("embed_f32", "yef")[:64], ref["embed_f32"])
+
+
+@pytest.mark.parametrize("name", ["rope_full", "rope_part", "rope_nonorm"])
+def test_qk_norm_rope(kernel_run, name):
+    c, ref, _ = kernel_run
+    # the large-position case: the angle itself is computed in f32 (as llama.cpp does), so allow its rounding
+    tol = 3e-2 if name == "rope_nonorm" else 2e-4
+    close(c.out(name, "x_" + name)[:256], ref[name], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kv,dt", [("f16", np.float16), ("f32", np.float32)])
+def test_kv_append(kernel_run, kv, dt):
+    c, ref, _ = kernel_run
+    src = ref["kv_src"]
+    kc = c.out(f"kv_append_{kv}", f"kc_{kv}", dt).reshape(160, 128)
+    vc = c.out(f"kv_append_{kv}", f"vc_{kv}", dt).reshape(160, 128)
+    np.testing.assert_array_equal(kc[3], src[:128].astype(dt))
+    np.testing.assert_array_equal(vc[3], src[128:].astype(dt))
+    assert not kc[:3].any() and not kc[4:].any()
+
+
+@pytest.mark.parametrize("kv", ["f16", "f32"])
+def test_attention_gqa_over_chunks(kernel_run, kv):
+    c, ref, _ = kernel_run
+    close(c.out(f"attn_{kv}", f"att_{kv}")[:256], ref[f"attn_{kv}"], rtol=2e-4, atol=2e-5)
+
+
+def test_elementwise(kernel_run):
+    c, ref, _ = kernel_run
+    close(c.out("silu_mul", "ys")[:300], ref["silu_mul"])
+    close(c.out("add", "ya")[:300], ref["add"])
+    close(c.out("moe_combine", "hh")[:100], ref["moe_combine"])
+
+
+@pytest.mark.parametrize("name", ["router128", "router256", "router_raw"])
+def test_router_topk(kernel_run, name):
+    c, ref, _ = kernel_run
+    order, w = ref[name]
+    k = len(order)
+    assert list(c.out(name, "ids_" + name, np.uint32)[:k]) == order
+    close(c.out(name, "w_" + name)[:k], w, rtol=1e-5, atol=1e-6)
+
+
+def test_argmax_ties_to_lower_index(kernel_run):
+    c, _, _ = kernel_run
+    assert int(c.out("argmax", "amx", np.uint32)[0]) == 1000
+
+
+# --- the shader loader (CPython, no GPU) --------------------------------------------------------------------------
+def test_shader_loader_includes_and_constants(tmp_path):
+    from py_engine.gpu.shader_loader import ShaderError, ShaderLoader
+
+    (tmp_path / "a.wgsl").write_text('#include "b_{{V}}.wgsl"\n#include "b_{{V}}.wgsl"\nconst N = {{N}}u;\n')
+    (tmp_path / "b_x.wgsl").write_text("fn b() {}\n")
+    (tmp_path / "loop.wgsl").write_text('#include "loop2.wgsl"\n')
+    (tmp_path / "loop2.wgsl").write_text('#include "loop.wgsl"\n')
+    src = ShaderLoader(tmp_path).source("a.wgsl", {"V": "x", "N": 64})
+    assert src.count("fn b() {}") == 1 and "const N = 64u;" in src
+    with pytest.raises(ShaderError, match="no value given for"):
+        ShaderLoader(tmp_path).source("a.wgsl", {"V": "x"})
+    with pytest.raises(ShaderError, match="not found"):
+        ShaderLoader(tmp_path).source("a.wgsl", {"V": "y", "N": 1})
+    assert ShaderLoader(tmp_path).source("loop.wgsl").count("#include") == 0  # include-once ends cycles
+
+
+@pytest.mark.parametrize("name,consts", [
+    ("matvec.wgsl", {"WFMT": "q8", "LANES": 4, "ACCUMULATE": "false"}),
+    ("moe_matvec.wgsl", {"WFMT": "f32", "LANES": 1}),
+    ("attention.wgsl", {"KV": "f16"}),
+    ("kv_append.wgsl", {"KV": "f32"}),
+    ("embed.wgsl", {"WFMT": "q8"}),
+])
+def test_repo_shaders_assemble(name, consts):
+    from py_engine.gpu.shader_loader import ShaderLoader
+
+    src = ShaderLoader().source(name, consts)
+    assert "#include" not in src and "{{" not in src and "fn main(" in src
