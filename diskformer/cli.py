@@ -13,6 +13,7 @@ COMMANDS = {
     "detokenize": ("diskformer.commands.detokenize", "print the text of token ids as JSON"),
     "reference": ("diskformer.reference.cli", "run the numpy reference model: greedy ids and per-step top-k log-probs"),
     "run": ("diskformer.engine_run", "run the WebGPU engine headless (Pyodide + Dawn in Node)"),
+    "bench": ("diskformer.bench", "benchmark the engine as shipped (Pyodide + Dawn) against the bandwidth bound"),
     "policy-lab": ("diskformer.policy_lab.cli", "replay expert-routing traces through the streamer's cache policies"),
 }
 
