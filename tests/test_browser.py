@@ -41,13 +41,17 @@ def _missing_prerequisites() -> list:
     return missing
 
 
-def test_playwright_suite():
+SPECS = sorted(p.name for p in (REPO / "tests" / "browser").glob("*.spec.js"))
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_playwright_spec(spec, fixture_models):
     missing = _missing_prerequisites()
     if missing:
         pytest.fail("browser tests need " + ", ".join(missing) + ": run scripts/setup.sh")
     env = {**os.environ, "CI": "1", "DISKFORMER_TEST_PORT": str(_free_port())}
     # --no: never let npx download anything; the local @playwright/test provides the `playwright` binary.
-    proc = subprocess.run(["npx", "--no", "playwright", "test"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.run(["npx", "--no", "playwright", "test", f"tests/browser/{spec}"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=PLAYWRIGHT_TIMEOUT_S)
     print(proc.stdout)
     if proc.returncode != 0:
