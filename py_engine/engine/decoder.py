@@ -1,0 +1,141 @@
+"""The decode loop: load a model onto the GPU, record one token's dispatches once, replay them per token.
+
+Per token: one call into JS (write the step uniform, replay the recorded list, copy the logits to a staging
+buffer, map it) and one await. Prefill feeds the prompt through the same step, one token at a time.
+"""
+import array
+import struct
+import time
+
+from ..gguf import read_gguf_file
+from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, upload
+from ..gpu.commands import DispatchList, check_errors, helper, track_errors
+from ..gpu.device import open_gpu
+from ..gpu.kernels import Kernels
+from ..gpu.pipelines import GpuErrorScope, Pipelines
+from ..models.common import Activations, KVCache
+from ..models.qwen3moe import Qwen3Moe, Qwen3MoeConfig
+from ..models.qwen35moe import Qwen35Moe, Qwen35MoeConfig
+from .gpu_weights import WeightLoader
+from .weight_source import FileWeightSource
+
+MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig, Qwen35Moe)}
+
+
+class ContextFull(RuntimeError):
+    pass
+
+
+class Decoder:
+    def __init__(self, gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format):
+        self.gpu, self.pipes, self.model, self.loader = gpu, pipelines, model, loader
+        self.acts, self.cache, self.slot_map, self.step_buf = acts, cache, slot_map, step_buf
+        self.kv_format = kv_format
+        self.pos = 0
+        self.dl = None
+        self.staging = None
+        # syncs: awaited GPU->CPU readbacks; ffi_calls: crossings from Python into JS on the token path (method
+        # calls and property reads; the JS helper's own WebGPU calls are not crossings). Read by `diskformer bench`.
+        self.stats = {"load_ms": 0.0, "tokens": 0, "step_ms_total": 0.0, "weights_bytes": 0, "dispatches": 0,
+                      "syncs": 0, "ffi_calls": 0}
+
+    @classmethod
+    async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16):
+        t0 = time.perf_counter()
+        header = read_gguf_file(path)
+        arch = header.architecture
+        if arch not in MODELS:
+            raise ValueError(f"{path}: architecture {arch!r} is not supported by the GPU engine yet "
+                             f"(supported: {', '.join(MODELS)})")
+        config_cls, model_cls = MODELS[arch]
+        cfg = config_cls.from_header(header)
+        if cfg.n_ctx_train:
+            n_ctx = min(n_ctx, cfg.n_ctx_train)
+        gpu = gpu or await open_gpu()
+        track_errors(gpu)
+        pipelines = pipelines or Pipelines(gpu)
+        source = FileWeightSource(path)
+        loader = WeightLoader(gpu, header, source)
+        model = model_cls(cfg)
+        async with GpuErrorScope(gpu, f"loading {path}"):
+            model.load(loader)
+            acts = Activations(gpu)
+            for name, n in model.work_buffers():
+                acts.add(name, n)
+            # a model whose layers do not all attend (qwen35moe) says how many own a KV cache
+            cache = KVCache(gpu, getattr(model, "n_kv_layers", cfg.n_layer), n_ctx, cfg.n_head_kv, cfg.head_dim,
+                            kv_format)
+            # all experts resident: layer i's pool is its own expert tensor, slot = expert id
+            ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
+            slot_map = upload(gpu, ident, "slot_map")
+            step_buf = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+        source.close()
+        dec = cls(gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format)
+        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format)
+        async with GpuErrorScope(gpu, "recording the token's dispatches"):
+            dec.dl = DispatchList()
+            model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
+            dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
+        dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
+                         dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
+                         n_ctx=n_ctx, kv=kv_format, arch=arch)
+        return dec
+
+    @property
+    def n_vocab(self):
+        return self.model.cfg.n_vocab
+
+    def reset(self):
+        """Forget the sequence (the cache rows are overwritten as positions are fed again)."""
+        self.pos = 0
+
+    def _check_tokens(self, tokens):
+        for t in tokens:
+            if not 0 <= t < self.n_vocab:
+                raise ValueError(f"token id {t} outside the vocabulary (0..{self.n_vocab - 1})")
+        if self.pos + len(tokens) > self.cache.n_ctx:
+            raise ContextFull(f"context is full: {self.pos} + {len(tokens)} tokens > {self.cache.n_ctx} positions")
+
+    def feed(self, tokens) -> None:
+        """Enqueue tokens whose logits are not needed (the prompt but its last token): no readback, no await."""
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            return
+        self._check_tokens(tokens)
+        t0 = time.perf_counter()
+        helper().feed(self.gpu.device, self.step_buf, tokens, self.pos, self.dl.ops)
+        self.stats["ffi_calls"] += 2  # .feed and the call (JS reads the ids back through a PyProxy)
+        self.pos += len(tokens)
+        self.stats["tokens"] += len(tokens)
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+
+    async def step(self, token: int) -> array.array:
+        """Feed one token at the next position; returns its logits (f32, n_vocab)."""
+        self._check_tokens([token])
+        t0 = time.perf_counter()
+        nbytes = 4 * self.n_vocab
+        data = await helper().step(self.gpu.device, self.step_buf, [token, self.pos, self.pos + 1, 0], self.dl.ops,
+                                   self.acts["logits"], 0, self.staging, nbytes)
+        logits = array.array("f")
+        logits.frombytes(data.to_bytes())
+        self.stats["syncs"] += 1
+        self.stats["ffi_calls"] += 5  # .step + call, .to_bytes + call, check_errors' errs.length
+        self.pos += 1
+        self.stats["tokens"] += 1
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+        check_errors(self.gpu, f"token at position {self.pos - 1}")
+        return logits
+
+    def release(self):
+        self.loader.release()
+        self.acts.release()
+        self.cache.release()
+        self.slot_map.destroy()
+        self.step_buf.destroy()
+        self.staging.destroy()
+
+    def summary(self) -> dict:
+        s = dict(self.stats)
+        s["ms_per_token"] = s["step_ms_total"] / s["tokens"] if s["tokens"] else None
+        s["tokens_per_s"] = 1e3 / s["ms_per_token"] if s["ms_per_token"] else None
+        return s

@@ -1,0 +1,61 @@
+"""Launchers for the kernels qwen35moe adds to the shared set (shaders/gdn_*.wgsl, attn_q_split / attn_output_gate,
+shared_expert_gate): each records one dispatch into a DispatchList through a `Kernels` instance (its pipelines,
+its step uniform, its parameter buffers), like the launchers in kernels.py.
+"""
+MAX_GDN_KEY_DIM = 256  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
+
+
+def _params(kern, fmt, *values, label=""):
+    return kern._params(fmt, *values, label=label)
+
+
+def gdn_conv(kern, dl, x, conv_w, window, y, n_channels, kernel_size, x_base=0, y_base=0, label="ssm_conv"):
+    """y[y_base + c] = silu(causal conv of channel c over the window and x[x_base + c]); the window advances."""
+    if kernel_size < 2:
+        raise ValueError(f"gdn_conv: kernel size {kernel_size} (needs >= 2: the window holds kernel - 1 inputs)")
+    params = _params(kern, "4I", n_channels, kernel_size, x_base, y_base, label=label)
+    kern._record(dl, "gdn_conv.wgsl", {}, {0: params, 1: kern.step, 2: x, 3: conv_w, 4: window, 5: y},
+                 (n_channels + 255) // 256, label)
+
+
+def gdn_recurrent(kern, dl, qkv, gates, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
+                  q_base=0, k_base=None, v_base=None, label="delta_net"):
+    """One token of the gated delta rule for every value head (see shaders/gdn_recurrent.wgsl). qkv holds q | k | v
+    (key heads of dk, value heads of dv); gates holds beta_raw | alpha_raw (n_v_heads each); out gets o (n_v × dv)."""
+    if dk > MAX_GDN_KEY_DIM:
+        raise ValueError(f"gdn_recurrent: key head dim {dk} > {MAX_GDN_KEY_DIM} is not supported")
+    if n_v_heads % n_k_heads:
+        raise ValueError(f"gdn_recurrent: {n_v_heads} value heads is not a multiple of {n_k_heads} key heads")
+    k_base = q_base + n_k_heads * dk if k_base is None else k_base
+    v_base = k_base + n_k_heads * dk if v_base is None else v_base
+    params = _params(kern, "7If", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, label=label)
+    kern._record(dl, "gdn_recurrent.wgsl", {},
+                 {0: params, 1: kern.step, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out},
+                 ((dv + 63) // 64, n_v_heads), label)
+
+
+def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
+    """y = RMSNorm(o per head) · norm_w · silu(z) over n_heads heads of dv values."""
+    params = _params(kern, "IfII", dv, eps, z_base, 0, label=label)
+    kern._record(dl, "gdn_gated_norm.wgsl", {}, {0: params, 1: o, 2: norm_w, 3: z, 4: y}, (n_heads, 1), label)
+
+
+def attn_q_split(kern, dl, qg, q, n_head, hd, label="Qcur"):
+    """q[h·hd + d] = qg[h·2hd + d]: the queries out of the joint query|gate projection."""
+    params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
+    kern._record(dl, "attn_q_split.wgsl", {}, {0: params, 1: qg, 2: q}, (n_head * hd + 255) // 256, label)
+
+
+def attn_output_gate(kern, dl, qg, attn, n_head, hd, label="attn_gated"):
+    """attn[h·hd + d] *= sigmoid(qg[h·2hd + hd + d])."""
+    params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
+    kern._record(dl, "attn_output_gate.wgsl", {}, {0: params, 1: qg, 2: attn}, (n_head * hd + 255) // 256, label)
+
+
+def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
+    """h += sigmoid(gate_w · x) · y over n values."""
+    params = _params(kern, "4I", n, 0, 0, 0, label=label)
+    kern._record(dl, "shared_expert_gate.wgsl", {}, {0: params, 1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label)
+
+
+__all__ = ["gdn_conv", "gdn_recurrent", "gdn_gated_norm", "attn_q_split", "attn_output_gate", "shared_expert_gate"]

@@ -1,0 +1,245 @@
+"""The qwen35moe kernels (Gated DeltaNet conv / recurrence / gated norm, gated attention q split and output gate,
+shared-expert gate) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against the numpy reference
+(diskformer.reference.layers, the oracle of the model tests).
+
+CPython writes the inputs to a temporary folder and a list of runs; one Node process records each run's
+dispatches with py_engine.gpu.qwen35_kernels, submits them at the run's position and writes the buffers asked for
+back; numpy checks them here. Recurrent kernels are run over several tokens, then again from position 0 (which must
+start a fresh sequence whatever state the buffers hold).
+"""
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from diskformer.node_engine import run_in_node
+from diskformer.reference import layers
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+NODE_CODE = r'''
+import json, struct
+from pathlib import Path
+from py_engine.gpu.device import open_gpu
+from py_engine.gpu.buffers import upload, storage_buffer, create_buffer, write_buffer, Readback, UNIFORM, COPY_DST
+from py_engine.gpu.pipelines import Pipelines, GpuErrorScope
+from py_engine.gpu.commands import DispatchList, track_errors, check_errors
+from py_engine.gpu.kernels import Kernels
+from py_engine.gpu import qwen35_kernels
+
+async def main(args):
+    d = Path(args["dir"])
+    spec = json.loads((d / "spec.json").read_text())
+    gpu = await open_gpu()
+    track_errors(gpu)
+    pipes = Pipelines(gpu)
+    step = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+    kern = Kernels(gpu, pipes, step)
+    rb = Readback(gpu)
+    bufs = {}
+    for name, nbytes in spec["buffers"].items():
+        path = d / f"in_{name}.bin"
+        bufs[name] = upload(gpu, path.read_bytes(), name) if path.exists() else storage_buffer(gpu, nbytes, name)
+    for i, run in enumerate(spec["runs"]):
+        dl = DispatchList()
+        async with GpuErrorScope(gpu, f"recording run {i}"):
+            for op in run["ops"]:
+                launcher = getattr(qwen35_kernels, op["op"])
+                launcher(kern, dl, **{k: bufs[v] for k, v in op["bufs"].items()}, **op.get("vals", {}))
+        write_buffer(gpu, step, 0, struct.pack("<4I", 0, run["pos"], run["pos"] + 1, 0))
+        dl.submit(gpu)
+        for name in run["read"]:
+            data = await rb.read(bufs[name], 0, int(bufs[name].size))
+            (d / f"out_{i}_{name}.bin").write_bytes(data)
+        check_errors(gpu, f"run {i}")
+    return {"runs": len(spec["runs"]), "subgroups": [gpu.subgroup_min, gpu.subgroup_max]}
+'''
+
+
+class Plan:
+    """Input files, zero-filled buffers, and the runs for the Node process."""
+
+    def __init__(self, folder):
+        self.dir = folder
+        self.buffers = {}
+        self.runs = []
+
+    def data(self, name, a):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        (self.dir / f"in_{name}.bin").write_bytes(a.tobytes())
+        self.buffers[name] = a.nbytes
+        return name
+
+    def zeros(self, name, n):
+        self.buffers[name] = 4 * n
+        return name
+
+    def run(self, pos, ops, read):
+        self.runs.append({"pos": pos, "ops": ops, "read": read})
+        return len(self.runs) - 1
+
+    def write(self):
+        (self.dir / "spec.json").write_text(json.dumps({"buffers": self.buffers, "runs": self.runs}))
+
+    def out(self, run, name):
+        return np.frombuffer((self.dir / f"out_{run}_{name}.bin").read_bytes(), dtype=np.float32)
+
+
+EPS = 1e-6
+# (n_k_heads, n_v_heads, dk, dv): one key head; tiled key heads with dv spanning two workgroups; real head sizes
+GDN_SHAPES = [(1, 1, 32, 32), (2, 4, 32, 80), (2, 4, 128, 128)]
+GDN_TOKENS = 4
+
+
+def conv_case(plan, rng, expect):
+    """5 tokens through the conv at positions 0..4, then a new sequence at position 0 on the dirty window."""
+    C, K, xb, yb = 200, 4, 8, 16
+    w = rng.standard_normal((C, K)).astype(np.float32)
+    plan.data("conv_w", w)
+    plan.zeros("conv_window", (K - 1) * C)
+    plan.zeros("conv_y", C + yb)
+    xs = rng.standard_normal((6, C)).astype(np.float32) * 2
+    window = np.zeros((K - 1, C))
+    for t in range(6):
+        pos = t if t < 5 else 0
+        if pos == 0:
+            window = np.zeros((K - 1, C))
+        x_in = np.concatenate([rng.standard_normal(xb), xs[t]]).astype(np.float32)
+        plan.data(f"conv_x{t}", x_in)
+        op = {"op": "gdn_conv", "bufs": {"x": f"conv_x{t}", "conv_w": "conv_w", "window": "conv_window",
+                                          "y": "conv_y"},
+              "vals": {"n_channels": C, "kernel_size": K, "x_base": xb, "y_base": yb}}
+        run = plan.run(pos, [op], ["conv_y", "conv_window"])
+        out, window = layers.causal_conv1d(xs[t][None].astype(np.float64), window, w.astype(np.float64))
+        expect[("conv", run)] = (layers.silu(out[0]), window.copy(), yb)
+
+
+def gdn_case(plan, rng, expect, shape_index):
+    nk, nv, dk, dv = GDN_SHAPES[shape_index]
+    tag = f"gdn{shape_index}"
+    dt = rng.standard_normal(nv).astype(np.float32)
+    a = -np.exp(rng.standard_normal(nv)).astype(np.float32)
+    plan.data(tag + "_dt", dt)
+    plan.data(tag + "_a", a)
+    plan.zeros(tag + "_state", nv * dk * dv)
+    plan.zeros(tag + "_out", nv * dv)
+    state = np.zeros((nv, dv, dk))
+    key_head = np.arange(nv) % nk
+    qb = 4  # q starts after 4 unrelated values
+    for t in range(GDN_TOKENS + 1):
+        pos = t if t < GDN_TOKENS else 0
+        if pos == 0:
+            state = np.zeros((nv, dv, dk))
+        q = rng.standard_normal((nk, dk)).astype(np.float32)
+        k = rng.standard_normal((nk, dk)).astype(np.float32)
+        v = rng.standard_normal((nv, dv)).astype(np.float32)
+        gates = (rng.standard_normal(2 * nv) * 2).astype(np.float32)
+        plan.data(f"{tag}_qkv{t}", np.concatenate([np.zeros(qb), q.ravel(), k.ravel(), v.ravel()]))
+        plan.data(f"{tag}_g{t}", gates)
+        op = {"op": "gdn_recurrent",
+              "bufs": {"qkv": f"{tag}_qkv{t}", "gates": f"{tag}_g{t}", "dt_bias": tag + "_dt", "ssm_a": tag + "_a",
+                       "state": tag + "_state", "out": tag + "_out"},
+              "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "q_base": qb}}
+        run = plan.run(pos, [op], [tag + "_out", tag + "_state"])
+        f = lambda x: x.astype(np.float64)  # noqa: E731
+        qn = layers.l2_norm(f(q), EPS)[key_head] / math.sqrt(dk)
+        kn = layers.l2_norm(f(k), EPS)[key_head]
+        beta = layers.sigmoid(f(gates[:nv]))
+        g = layers.softplus(f(gates[nv:]) + f(dt)) * f(a)
+        o = layers.gated_delta_rule(qn[None], kn[None], f(v)[None], g[None], beta[None], state)
+        # the GPU keeps S key-major: [head][key i][value j]
+        expect[(tag, run)] = (o[0].ravel(), state.transpose(0, 2, 1).ravel().copy())
+
+
+def norm_and_gate_cases(plan, rng, expect):
+    nv, dv, zb = 4, 80, 12
+    o = rng.standard_normal(nv * dv).astype(np.float32) * 3
+    w = (1 + 0.1 * rng.standard_normal(dv)).astype(np.float32)
+    z = rng.standard_normal(zb + nv * dv).astype(np.float32) * 2
+    plan.data("gn_o", o), plan.data("gn_w", w), plan.data("gn_z", z), plan.zeros("gn_y", nv * dv)
+    run = plan.run(3, [{"op": "gdn_gated_norm", "bufs": {"o": "gn_o", "norm_w": "gn_w", "z": "gn_z", "y": "gn_y"},
+                        "vals": {"n_heads": nv, "dv": dv, "eps": EPS, "z_base": zb}}], ["gn_y"])
+    ref = layers.rms_norm(o.reshape(nv, dv).astype(np.float64), w, EPS) * layers.silu(z[zb:].reshape(nv, dv))
+    expect[("gated_norm", run)] = ref.ravel()
+
+    n_head, hd = 3, 96
+    qg = rng.standard_normal(n_head * 2 * hd).astype(np.float32) * 2
+    attn = rng.standard_normal(n_head * hd).astype(np.float32)
+    plan.data("qg", qg), plan.data("attn", attn), plan.zeros("q_split", n_head * hd)
+    run = plan.run(1, [
+        {"op": "attn_q_split", "bufs": {"qg": "qg", "q": "q_split"}, "vals": {"n_head": n_head, "hd": hd}},
+        {"op": "attn_output_gate", "bufs": {"qg": "qg", "attn": "attn"}, "vals": {"n_head": n_head, "hd": hd}},
+    ], ["q_split", "attn"])
+    heads = qg.reshape(n_head, 2 * hd).astype(np.float64)
+    expect[("q_split", run)] = heads[:, :hd].ravel()
+    expect[("out_gate", run)] = (attn.reshape(n_head, hd) * layers.sigmoid(heads[:, hd:])).ravel()
+
+    n = 300
+    x, wg, y, h = (rng.standard_normal(n).astype(np.float32) for _ in range(4))
+    wg *= 0.1
+    plan.data("sh_x", x), plan.data("sh_w", wg), plan.data("sh_y", y), plan.data("sh_h", h)
+    run = plan.run(0, [{"op": "shared_expert_gate", "bufs": {"x": "sh_x", "gate_w": "sh_w", "y": "sh_y", "h": "sh_h"},
+                        "vals": {"n": n}}], ["sh_h"])
+    expect[("shexp", run)] = h + layers.sigmoid(float(np.dot(wg.astype(np.float64), x))) * y.astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def kernel_results(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("qwen35_kernels")
+    rng = np.random.default_rng(35)
+    plan = Plan(folder)
+    expect = {}
+    conv_case(plan, rng, expect)
+    for i in range(len(GDN_SHAPES)):
+        gdn_case(plan, rng, expect, i)
+    norm_and_gate_cases(plan, rng, expect)
+    plan.write()
+    info = run_in_node(NODE_CODE, {"dir": str(folder)}, mounts=[folder], timeout=300)
+    assert info["runs"] == len(plan.runs)
+    return plan, expect
+
+
+def _items(expect, kind):
+    return [(run, v) for (k, run), v in expect.items() if k == kind]
+
+
+def test_gdn_conv(kernel_results):
+    plan, expect = kernel_results
+    for run, (y, window, yb) in _items(expect, "conv"):
+        np.testing.assert_allclose(plan.out(run, "conv_y")[yb:], y, rtol=1e-5, atol=1e-5, err_msg=f"run {run}")
+        np.testing.assert_allclose(plan.out(run, "conv_window"), window.ravel(), rtol=0, atol=0,
+                                   err_msg=f"window after run {run}")
+
+
+@pytest.mark.parametrize("shape_index", range(len(GDN_SHAPES)))
+def test_gdn_recurrent(kernel_results, shape_index):
+    plan, expect = kernel_results
+    tag = f"gdn{shape_index}"
+    runs = _items(expect, tag)
+    assert len(runs) == GDN_TOKENS + 1
+    for run, (o, state) in runs:
+        np.testing.assert_allclose(plan.out(run, tag + "_out"), o, rtol=2e-4, atol=2e-5, err_msg=f"o, run {run}")
+        np.testing.assert_allclose(plan.out(run, tag + "_state"), state, rtol=2e-4, atol=2e-5,
+                                   err_msg=f"state, run {run}")
+
+
+def test_gdn_gated_norm(kernel_results):
+    plan, expect = kernel_results
+    [(run, ref)] = _items(expect, "gated_norm")
+    np.testing.assert_allclose(plan.out(run, "gn_y"), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_gated_attention_split_and_gate(kernel_results):
+    plan, expect = kernel_results
+    [(run, q)] = _items(expect, "q_split")
+    np.testing.assert_array_equal(plan.out(run, "q_split"), q.astype(np.float32))
+    [(run, gated)] = _items(expect, "out_gate")
+    np.testing.assert_allclose(plan.out(run, "attn"), gated, rtol=1e-5, atol=1e-6)
+
+
+def test_shared_expert_gate(kernel_results):
+    plan, expect = kernel_results
+    [(run, ref)] = _items(expect, "shexp")
+    np.testing.assert_allclose(plan.out(run, "sh_h"), ref, rtol=1e-5, atol=1e-5)
