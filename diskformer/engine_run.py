@@ -1,0 +1,86 @@
+"""`diskformer run MODEL.gguf --ids IDS ...`: the WebGPU engine headless (Pyodide + Dawn in Node).
+
+Prints the JSON of `diskformer reference` ({"greedy_ids": [...], "steps": [{"top": [[id, logprob], ...]}]}) plus
+"stats" (load time, per-token time, GPU bytes, the adapter). Step i scores the token after the prompt plus the
+first i fed ids: with --teacher-force of k ids there are k + 1 steps; with --n N, N greedy steps.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .node_engine import NodeEngineError, run_in_node
+
+ENTRY = "py_engine.engine.node_entry:run"
+
+
+def parse_ids(text: str) -> list:
+    """A JSON list ("[1, 2]") or comma/space separated ids ("1,2,3")."""
+    text = text.strip()
+    try:
+        values = json.loads(text) if text.startswith("[") else text.replace(",", " ").split()
+        ids = [int(v) for v in values]
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"not a list of token ids: {text!r} (use [1,2,3] or 1,2,3)") from None
+    if any(i < 0 for i in ids):
+        raise argparse.ArgumentTypeError(f"token ids must be >= 0: {text!r}")
+    return ids
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="diskformer run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="a qwen3moe or qwen35moe GGUF file (Q8_0 or F32 matrices)")
+    ap.add_argument("--ids", type=parse_ids, required=True, help="prompt token ids: JSON list or comma separated")
+    ap.add_argument("--teacher-force", type=parse_ids, default=None, metavar="IDS",
+                    help="feed these ids after the prompt instead of the greedy ones (k ids -> k+1 steps)")
+    ap.add_argument("--n", type=int, default=None, help="number of greedy steps (default 1; not with --teacher-force)")
+    ap.add_argument("--top", type=int, default=5, help="log-probabilities to print per step (default 5)")
+    ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
+    ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
+    ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
+    ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
+    return ap
+
+
+def engine_args(args) -> tuple[dict, list]:
+    """The entry's argument dict and the host folders Node must mount for it."""
+    model = Path(args.model).resolve()
+    run = {"model": str(model), "ids": args.ids, "teacher_force": args.teacher_force, "n": args.n, "top": args.top,
+           "kv": args.kv, "n_ctx": args.n_ctx}
+    mounts = [model.parent]
+    if args.logits_out is not None:
+        out = args.logits_out.resolve()
+        run["logits_out"] = str(out)
+        mounts.append(out.parent)
+    return run, sorted(set(mounts))
+
+
+def main(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.teacher_force is not None and args.n is not None:
+        print("diskformer run: use either --teacher-force or --n, not both", file=sys.stderr)
+        return 2
+    if args.top < 1 or (args.n is not None and args.n < 1):
+        print("diskformer run: --top and --n must be >= 1", file=sys.stderr)
+        return 2
+    if not args.ids:
+        print("diskformer run: --ids is empty; give at least one prompt token", file=sys.stderr)
+        return 2
+    if not Path(args.model).is_file():
+        print(f"diskformer run: no such file: {args.model}", file=sys.stderr)
+        return 1
+    run, mounts = engine_args(args)
+    try:
+        result = run_in_node(ENTRY, run, mounts=mounts, echo_stderr=args.verbose)
+    except NodeEngineError as exc:
+        # the first line names the error; the Python traceback follows (shown with --verbose)
+        msg = str(exc) if args.verbose else str(exc).splitlines()[0]
+        print(f"diskformer run: {msg}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,76 @@
+"""Upload GGUF tensors to the GPU in the kernels' layout.
+
+Q8_0 matrices become two planes (int8 codes, f16 scales; py_engine.gguf.split_q8_0); F32 tensors go as stored.
+A matrix larger than one binding is cut into row bands (the embedding and output head of real models are), each
+band its own pair of buffers. Expert tensors ([n_expert, rows, cols]) are one matrix of n_expert * rows rows: the
+pool the routed-expert kernel indexes by slot.
+"""
+from py_engine.gguf import GGMLType, split_q8_0
+
+from ..gpu.buffers import upload
+from ..gpu.kernels import GpuMatrix
+
+Q8_BLOCK = 34
+
+
+class WeightLoader:
+    def __init__(self, gpu, header, source, max_band_bytes: int | None = None):
+        self.gpu = gpu
+        self.header = header
+        self.source = source
+        self.max_band_bytes = min(max_band_bytes or gpu.max_binding, gpu.max_binding)
+        self.buffers = []  # everything uploaded, so `release` can free it
+        self.bytes_uploaded = 0
+
+    def _upload(self, data, label):
+        buf = upload(self.gpu, data, label)
+        self.buffers.append(buf)
+        self.bytes_uploaded += len(data)
+        return buf
+
+    def has(self, name: str) -> bool:
+        return name in self.header.tensors_by_name
+
+    def vector(self, name: str, expect_len: int | None = None):
+        """A 1-D F32 tensor (norm weights) as a storage buffer."""
+        t = self.header.tensor(name)
+        if t.type != GGMLType.F32:
+            raise ValueError(f"{name}: expected an F32 vector, the file has {t.type.name}")
+        if expect_len is not None and t.n_elements != expect_len:
+            raise ValueError(f"{name}: {t.n_elements} values, expected {expect_len}")
+        return self._upload(self.source.read(t.abs_offset, t.nbytes), name)
+
+    def matrix(self, name: str, expect_shape: tuple | None = None, single_band: bool = False) -> GpuMatrix:
+        """A 2-D or 3-D (experts) Q8_0 / F32 tensor as a GpuMatrix of rows x cols (cols = the contiguous axis)."""
+        t = self.header.tensor(name)
+        if expect_shape is not None and tuple(t.shape) != tuple(expect_shape):
+            raise ValueError(f"{name}: shape {t.shape}, expected {expect_shape}")
+        cols = t.dims[0]
+        rows = t.n_elements // cols
+        if t.type == GGMLType.Q8_0:
+            fmt, row_bytes, gpu_row_bytes = "q8", cols // 32 * Q8_BLOCK, cols
+        elif t.type == GGMLType.F32:
+            fmt, row_bytes, gpu_row_bytes = "f32", cols * 4, cols * 4
+        else:
+            raise ValueError(f"{name}: tensor type {t.type.name} is not supported by the engine yet (Q8_0, F32)")
+        band_rows = max(1, self.max_band_bytes // gpu_row_bytes)
+        if single_band and band_rows < rows:
+            raise ValueError(f"{name}: {rows * gpu_row_bytes} B does not fit one binding "
+                             f"({self.max_band_bytes} B); it needs the expert streamer's pool")
+        bands = []
+        for r0 in range(0, rows, band_rows):
+            n = min(band_rows, rows - r0)
+            raw = self.source.read(t.abs_offset + r0 * row_bytes, n * row_bytes)
+            label = f"{name}[{r0}:{r0 + n}]"
+            if fmt == "q8":
+                codes, scales = split_q8_0(raw)
+                bufs = {3: self._upload(codes, label + ".codes"), 4: self._upload(scales, label + ".scales")}
+            else:
+                bufs = {3: self._upload(raw, label)}
+            bands.append((r0, n, bufs))
+        return GpuMatrix(name, fmt, rows, cols, bands)
+
+    def release(self):
+        for b in self.buffers:
+            b.destroy()
+        self.buffers.clear()

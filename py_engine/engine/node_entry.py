@@ -1,0 +1,77 @@
+"""Entry point of headless runs (`diskformer run`, tests): load models, feed ids, return the reference's JSON.
+
+args (a dict, from JSON):
+    {"model": PATH, "ids": [...], "teacher_force": [...] | null, "n": N | null, "top": 5, "kv": "f16" | "f32",
+     "n_ctx": 2048, "logits_out": PATH | null}
+or, to batch several models and sequences into one process, {"jobs": [{"model": ..., "kv": ..., "runs": [{"ids":
+..., "teacher_force": ..., "n": ..., "top": ..., "logits_out": ...}, ...]}, ...]}.
+
+Step i scores the token after the prompt plus the first i fed ids: with teacher_force of k ids there are k + 1
+steps; otherwise n greedy steps (default 1). logits_out receives every step's raw f32 logits, concatenated.
+"""
+import time
+
+from ..gpu.device import open_gpu
+from ..gpu.pipelines import Pipelines
+from .decoder import Decoder
+from .scoring import argmax, top_logprobs
+
+
+async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, logits_out=None) -> dict:
+    if not ids:
+        raise ValueError("ids is empty: give at least one prompt token")
+    if teacher_force is not None and n is not None:
+        raise ValueError("give either teacher_force or n, not both")
+    dec.reset()
+    t0 = time.perf_counter()
+    dec.feed(ids[:-1])
+    rows = [await dec.step(ids[-1])]  # waits for the whole prompt
+    prefill_ms = (time.perf_counter() - t0) * 1e3
+    t1 = time.perf_counter()
+    if teacher_force is not None:
+        for tok in teacher_force:
+            rows.append(await dec.step(tok))
+    else:
+        for _ in range((n or 1) - 1):
+            rows.append(await dec.step(argmax(rows[-1])))
+    decode_ms = (time.perf_counter() - t1) * 1e3
+    if logits_out:
+        with open(logits_out, "wb") as f:
+            for r in rows:
+                f.write(r.tobytes())
+    return {
+        "greedy_ids": [argmax(r) for r in rows],
+        "steps": [{"top": top_logprobs(r, top)} for r in rows],
+        "timing": {"prompt_tokens": len(ids), "prefill_ms": prefill_ms, "decode_steps": len(rows) - 1,
+                   "decode_ms": decode_ms},
+    }
+
+
+async def run_job(job: dict, gpu, pipelines) -> dict:
+    dec = await Decoder.open(job["model"], gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
+                             kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)))
+    try:
+        runs = []
+        for r in job["runs"]:
+            runs.append(await run_sequence(dec, r["ids"], r.get("teacher_force"), r.get("n"), int(r.get("top", 5)),
+                                           r.get("logits_out")))
+        return {"runs": runs, "stats": dec.summary()}
+    finally:
+        dec.release()
+
+
+async def run(args: dict) -> dict:
+    gpu = await open_gpu()
+    pipelines = Pipelines(gpu)
+    device = {"description": gpu.info.get("description"), "subgroups": [gpu.subgroup_min, gpu.subgroup_max],
+              "max_binding": gpu.max_binding}
+    if "jobs" in args:
+        return {"jobs": [await run_job(j, gpu, pipelines) for j in args["jobs"]], "device": device}
+    run_args = {k: args.get(k) for k in ("ids", "teacher_force", "n", "top", "logits_out")}
+    run_args["top"] = run_args["top"] or 5
+    job = {k: v for k, v in args.items() if k in ("model", "kv", "n_ctx", "lane_cap")}
+    job["runs"] = [run_args]
+    res = await run_job(job, gpu, pipelines)
+    out = res["runs"][0]
+    out["stats"] = dict(res["stats"], device=device, **out.pop("timing"))
+    return out

@@ -1,0 +1,92 @@
+"""Pieces shared by the model files: reading hyper-parameters, the activation buffers, and the standard blocks
+(GQA attention with q/k norm + RoPE + KV cache, routed MoE over a slot pool) recorded as kernel dispatches.
+
+Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
+"""
+from ..gpu.buffers import storage_buffer
+
+
+def arch_value(header, suffix: str, default=None, kind=int):
+    """metadata[f"{arch}.{suffix}"] converted by `kind`; `default` when absent (None: required)."""
+    key = f"{header.architecture}.{suffix}"
+    if key in header.metadata:
+        return kind(header.metadata[key])
+    if default is None:
+        raise ValueError(f"the GGUF has no {key!r} key")
+    return default
+
+
+class Activations:
+    """Named f32 work buffers, allocated once at load (the token loop allocates nothing)."""
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+        self.buffers = {}
+        self.nbytes = 0
+
+    def add(self, name: str, n_values: int):
+        self.buffers[name] = storage_buffer(self.gpu, 4 * n_values, name)
+        self.nbytes += 4 * n_values
+        return self.buffers[name]
+
+    def __getitem__(self, name):
+        return self.buffers[name]
+
+    def release(self):
+        for b in self.buffers.values():
+            b.destroy()
+        self.buffers.clear()
+
+
+class KVCache:
+    """Per-layer K and V caches: n_ctx rows of n_kv_heads * head_dim values, f16 packed in u32 or f32."""
+
+    def __init__(self, gpu, n_layers: int, n_ctx: int, n_kv_heads: int, head_dim: int, kv_format: str):
+        if kv_format not in ("f16", "f32"):
+            raise ValueError(f"KV cache format {kv_format!r}: use f16 or f32")
+        self.n_ctx = n_ctx
+        self.kv_format = kv_format
+        row_bytes = n_kv_heads * head_dim * (2 if kv_format == "f16" else 4)
+        self.nbytes = 2 * n_layers * n_ctx * row_bytes
+        self.k = [storage_buffer(gpu, n_ctx * row_bytes, f"cache_k.{i}") for i in range(n_layers)]
+        self.v = [storage_buffer(gpu, n_ctx * row_bytes, f"cache_v.{i}") for i in range(n_layers)]
+
+    def release(self):
+        for b in self.k + self.v:
+            b.destroy()
+
+
+def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
+    """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v)) of attn_norm(h) (llama.cpp build_attn, one
+    token, cache appended first). `w` holds attn_norm, attn_q/k/v/output, attn_q_norm, attn_k_norm."""
+    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
+    kern.rmsnorm(dl, acts["h"], w["attn_norm"], acts["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{layer}")
+    kern.matvec(dl, w["attn_q"], acts["xn"], acts["q"], label=f"Qcur-{layer}")
+    kern.matvec(dl, w["attn_k"], acts["xn"], acts["kv"], label=f"Kcur-{layer}")
+    kern.matvec(dl, w["attn_v"], acts["xn"], acts["kv"], y_base=nkv * hd, label=f"Vcur-{layer}")
+    kern.qk_norm_rope(dl, acts["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
+                      label=f"Qcur_rope-{layer}")
+    kern.qk_norm_rope(dl, acts["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
+                      label=f"Kcur_rope-{layer}")
+    kern.kv_append(dl, acts["kv"], cache.k[layer], cache.v[layer], nkv * hd, 0, nkv * hd, label=f"kv_store-{layer}")
+    kern.attention(dl, acts["q"], cache.k[layer], cache.v[layer], acts["attn"], nh, nkv, hd, hd ** -0.5,
+                   label=f"kqv_out-{layer}")
+    kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
+
+
+def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg):
+    """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
+    the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
+    expert kernels read the picked ids and map them to pool slots through `slot_map`."""
+    n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
+    kern.rmsnorm(dl, acts["h"], w["ffn_norm"], acts["xn"], n, cfg.rms_eps, label=f"ffn_norm-{layer}")
+    kern.matvec(dl, w["ffn_gate_inp"], acts["xn"], acts["router"], label=f"ffn_moe_logits-{layer}")
+    kern.router_topk(dl, acts["router"], acts["route_ids"], acts["route_w"], cfg.n_expert, k, renorm=True,
+                     label=f"ffn_moe_topk-{layer}")
+    for name, out in (("ffn_gate_exps", "gate"), ("ffn_up_exps", "up")):
+        kern.moe_matvec(dl, w[name], ffn, k, acts["xn"], acts[out], acts["route_ids"], slot_map, map_base,
+                        label=f"ffn_moe_{out}-{layer}")
+    kern.silu_mul(dl, acts["gate"], acts["up"], acts["act"], k * ffn, label=f"ffn_moe_swiglu-{layer}")
+    kern.moe_matvec(dl, w["ffn_down_exps"], n, k, acts["act"], acts["down"], acts["route_ids"], slot_map,
+                    map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
+    kern.moe_combine(dl, acts["route_w"], acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
