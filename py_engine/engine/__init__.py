@@ -1,0 +1,1 @@
+"""The engine: load a model onto the GPU and run its decode and prefill loops."""
