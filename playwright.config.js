@@ -38,7 +38,8 @@ export default defineConfig({
     trace: 'off',
   },
   webServer: {
-    command: `.venv/bin/diskformer serve --port ${PORT}`,
+    // fixtures/models: the fixture GGUFs (tests/conftest.py generates them), served at /models/ for chat.spec.js
+    command: `.venv/bin/diskformer serve --port ${PORT} --models fixtures/models`,
     url: `${BASE_URL}/`,
     reuseExistingServer: !process.env.CI,
     timeout: 60_000,

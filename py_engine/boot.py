@@ -259,8 +259,13 @@ REQUESTS = {
     "selftest": self_test,
 }
 
+# The chat app's requests (models, load, generate, stop, stats, reset, remove): py_engine/app/requests.py.
+from .app.requests import APP_REQUESTS  # noqa: E402
 
-async def handle_request(kind: str, payload=None) -> dict:
+REQUESTS.update(APP_REQUESTS)
+
+
+async def handle_request(kind: str, payload=None, request_id=None) -> dict:
     handler = REQUESTS.get(kind)
     if handler is None:
         known = ", ".join(sorted(REQUESTS))
@@ -269,4 +274,8 @@ async def handle_request(kind: str, payload=None) -> dict:
         payload = None
     elif hasattr(payload, "to_py"):
         payload = payload.to_py()
-    return await handler(**(payload or {}))
+    kwargs = dict(payload or {})
+    if getattr(handler, "wants_progress", False):  # streams progress events tagged with the request's id
+        from .app.progress import js_poster
+        kwargs["progress"] = js_poster(None if _missing(request_id) else request_id)
+    return await handler(**kwargs)

@@ -88,5 +88,5 @@ def test_selftest_shader_is_found_and_matches_the_workgroup_size():
 
 
 def test_unknown_request_type_is_rejected_with_a_clear_message():
-    with pytest.raises(ValueError, match=r"no request type 'nope' \(it handles: boot, selftest\)"):
+    with pytest.raises(ValueError, match=r"no request type 'nope' \(it handles: boot, .*\bselftest\b"):
         asyncio.run(boot.handle_request("nope"))

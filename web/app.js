@@ -1,5 +1,6 @@
 // The page: starts the engine worker, shows boot progress, the WebGPU adapter facts and the kernel check.
 
+import { startChat } from './chat.js';
 import { EngineClient } from './engine_client.js';
 import { CODE, NO_WEBGPU_MESSAGE, REQUEST } from './protocol.js';
 
@@ -128,6 +129,7 @@ async function start() {
     renderKernel(state.selftest.kernel);
     if (state.selftest.kernel.ok) {
       setPhase('ready', 'ready');
+      window.diskformer.chat = startChat(client, state.selftest); // web/chat.js
     } else {
       const message = 'The WebGPU self-test kernel returned wrong values; this GPU/driver cannot run the engine.';
       state.error = { message, errorType: 'KernelCheckFailed', stack: $('kernel-result').textContent };

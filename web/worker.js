@@ -104,10 +104,11 @@ function toPlain(value) {
   return value;
 }
 
-async function callPython(type, payload) {
+// The id goes along so a long request (load, generate) can post progress events for itself from Python.
+async function callPython(type, payload, id) {
   if (!booting) throw new Error(`the engine is not booted: send {type: "${REQUEST.BOOT}"} before "${type}"`);
   await booting;
-  return toPlain(await handleRequest(type, payload ?? null));
+  return toPlain(await handleRequest(type, payload ?? null, id ?? null));
 }
 
 self.onmessage = async (event) => {
@@ -117,7 +118,7 @@ self.onmessage = async (event) => {
       booting ??= boot(id);
       self.postMessage(ready(id, await booting));
     } else {
-      self.postMessage(result(id, await callPython(type, payload)));
+      self.postMessage(result(id, await callPython(type, payload, id)));
     }
   } catch (err) {
     if (type === REQUEST.BOOT) booting = null; // allow a retry after a failed boot

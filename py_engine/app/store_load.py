@@ -1,0 +1,50 @@
+"""The store load path: the GGUF is streamed once into a model folder (py_engine/store: OPFS in the browser,
+resumable, verified by checksums) and the engine runs from that folder with the routed experts paged into a GPU
+pool sized by the budget (py_engine/engine/store_decoder.py). A model already stored loads without any download.
+
+Progress: the ingest's phases become the page's stages — 'verify' (a resumed ingest re-hashing what it has) and
+'download' — each with bytes / total / rate / eta.
+"""
+from ..store import ingest
+from .errors import BadModelFile, BudgetTooSmall
+
+
+def folder_name(name: str) -> str:
+    """A model folder for a served name or a file name (no '/': subfolders of the host's models dir flatten)."""
+    safe = name.replace("/", "__").strip()
+    if not safe or safe in (".", ".."):
+        raise BadModelFile(f"bad model name {name!r}")
+    return safe
+
+
+async def ingest_into(storage, folder, src, progress, lock=None):
+    """Stream `src` into storage's `folder` (resuming a partial one); returns the completed manifest."""
+    def on_progress(p):
+        progress({"stage": "verify" if p.phase == "rehash" else "download",
+                  "message": "checking what is already stored" if p.phase == "rehash" else "storing the model",
+                  "bytes": p.done, "total": p.total, "rate": p.rate, "eta": p.eta})
+
+    sink = storage.sink(folder)
+    if lock is None:
+        return await ingest(src, sink, progress=on_progress)
+    async with lock(folder):
+        return await ingest(src, sink, progress=on_progress)
+
+
+async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
+    """(header, StoreDecoder) of a complete model folder; a budget below the model's minimum raises BudgetTooSmall."""
+    from ..engine import budget as engine_budget
+    from ..engine.store_decoder import StoreDecoder
+    from ..engine.store_weights import StoreNotReady, open_store
+
+    sink = storage.sink(folder)
+    try:
+        _manifest, header = await open_store(sink)
+    except StoreNotReady as e:
+        raise BadModelFile(f"{folder}: {e}") from None
+    try:
+        dec = await StoreDecoder.open_store(sink, gpu, pipelines, n_ctx=n_ctx, kv_format=kv,
+                                            budget_bytes=int(budget) if budget is not None else None)
+    except engine_budget.BudgetTooSmall as e:
+        raise BudgetTooSmall(f"GPU budget too small: {e}") from None
+    return header, dec

@@ -1,0 +1,218 @@
+// The chat page end to end in headless Chromium (WebGPU on SwiftShader): pick a fixture model served by
+// `diskformer serve --models fixtures/models`, load it over HTTP Range, ask the refs' ChatML question greedily and
+// get llama.cpp's greedy tokens streamed back, stop a reply midway, go on for another turn (prefix reused), start a
+// new chat, and reload the page with the settings kept. Plus the readable budget error and the Markdown escaping.
+import { test, expect } from '@playwright/test';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const STEM = 'micro-qwen3moe-f32';
+const MODEL = `${STEM}.gguf`;
+const QUESTION = 'Explain in one sentence what a mixture-of-experts model is.';
+// the refs' ChatML prompt (index 1) is exactly this question rendered with thinking on
+const REF = JSON.parse(readFileSync(join(REPO, '..', 'shared', 'fixtures', 'refs', `${STEM}.json`), 'utf8')).prompts[1];
+
+const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+async function guardNetwork(context) {
+  const blocked = new Set();
+  await context.route('**/*', (route) => {
+    const u = new URL(route.request().url());
+    if (['data:', 'blob:', 'about:'].includes(u.protocol) || LOCAL_HOSTS.has(u.hostname)) return route.continue();
+    blocked.add(u.href);
+    return route.abort('blockedbyclient');
+  });
+  return blocked;
+}
+
+async function setField(page, id, value) {
+  const field = page.locator(`#${id}`);
+  if (typeof value === 'boolean') await field.setChecked(value);
+  else if (await field.evaluate((n) => n.tagName === 'SELECT')) await field.selectOption(String(value));
+  else await field.fill(String(value));
+  await field.dispatchEvent('change');
+}
+
+const chatState = (page) => page.evaluate(() => window.diskformer.chat.state);
+
+test.describe('chat page', () => {
+  test.describe.configure({ mode: 'serial' });
+  let context;
+  let page;
+  let blocked;
+  const logs = [];
+
+  test.beforeAll(async ({ browser }, testInfo) => {
+    context = await browser.newContext({ baseURL: testInfo.project.use.baseURL });
+    blocked = await guardNetwork(context);
+    page = await context.newPage();
+    page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${e.message}`));
+  });
+
+  test.afterAll(async () => {
+    await context?.close();
+  });
+
+  test('boots, lists the served models, refuses a budget that is too small', async () => {
+    await page.goto('/');
+    await page.evaluate(() => localStorage.clear());
+    await page.reload();
+    await expect(page.locator('body')).toHaveAttribute('data-phase', /^(ready|error|no-webgpu)$/);
+    expect(await page.evaluate(() => window.diskformer.state.phase), logs.join('\n')).toBe('ready');
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
+    await expect(page.locator(`#model-select option[value="served:${MODEL}"]`)).toHaveCount(1);
+    const models = (await chatState(page)).models;
+    expect(models.served.map((m) => m.name)).toContain('micro-qwen3moe.gguf');
+    await expect(page.locator('#diagnostics')).toHaveAttribute('open', '');
+
+    await page.locator('#settings-panel summary').click();
+    await setField(page, 'set-path', 'direct'); // the whole file into memory, every expert resident
+    await setField(page, 'set-budget', 1);
+    await page.locator('#model-select').selectOption(`served:${MODEL}`);
+    await page.locator('#load-btn').click();
+    await expect(page.locator('#chat-error')).toContainText('GPU budget too small');
+    await expect(page.locator('#chat-error')).toContainText('raise the budget');
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
+  });
+
+  test('loads the model with progress and streams llama.cpp\'s greedy reply', async () => {
+    await setField(page, 'set-budget', 512);
+    await setField(page, 'set-ctx', 256);
+    await setField(page, 'set-kv', 'f32'); // the refs' configuration: the engine matches llama.cpp to ~1e-5
+    await setField(page, 'set-thinking', true);
+    await setField(page, 'set-temperature', 0);
+    await setField(page, 'set-max-tokens', 32);
+    await page.locator('#load-btn').click();
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
+    await expect(page.locator('#chat-error')).toBeHidden();
+    const st = await chatState(page);
+    expect(st.loaded.name).toBe(MODEL);
+    expect(st.loaded.n_ctx).toBe(256);
+    expect(st.loaded.kv).toBe('f32');
+    const stages = st.loadEvents.map((e) => e.stage);
+    expect(stages[0]).toBe('header');
+    expect(stages.at(-1)).toBe('ready');
+    const last = st.loadEvents.filter((e) => e.stage === 'download').at(-1);
+    expect(last.bytes).toBe(last.total);
+    expect(last.total).toBe(models_size(st, MODEL));
+    await expect(page.locator('#model-info')).toContainText(MODEL);
+    await expect(page.locator('#diagnostics')).not.toHaveAttribute('open', '');
+
+    await page.locator('#prompt').fill(QUESTION);
+    await page.locator('#prompt').press('Enter');
+    const reply = page.locator('.msg.assistant').first();
+    await expect(reply).toHaveAttribute('data-stop-reason', 'length');
+    const after = await chatState(page);
+    expect(after.lastResult.token_ids).toEqual(REF.greedy_ids);
+    expect(after.lastResult.stop_reason).toBe('length');
+    expect(after.lastDeltas).toBeGreaterThan(1);
+    expect(after.lastResult.stats.decode_tokens_per_s).toBeGreaterThan(0);
+    await expect(page.locator('.msg.user').first()).toHaveText(QUESTION);
+    await expect(reply.locator('.answer')).not.toBeEmpty();
+    await expect(page.locator('#meter')).toContainText('tok/s');
+    await expect(page.locator('#meter')).toContainText('first token');
+    await expect(reply.locator('.copy')).toBeVisible();
+  });
+
+  test('stops a reply midway, keeps it, and goes on with the next turn', async () => {
+    await setField(page, 'set-max-tokens', 200);
+    await page.locator('#prompt').fill('Say more about the experts.');
+    await page.locator('#send-btn').click();
+    await expect(page.locator('#stop-btn')).toBeVisible();
+    await page.waitForFunction(() => window.diskformer.chat.state.lastDeltas >= 3);
+    await page.locator('#stop-btn').click();
+    const stopped = page.locator('.msg.assistant').nth(1);
+    await expect(stopped).toHaveAttribute('data-stop-reason', 'abort');
+    await expect(stopped.locator('.badge')).toHaveText('stopped');
+    let st = await chatState(page);
+    const n = st.lastResult.token_ids.length;
+    expect(n).toBeGreaterThanOrEqual(3);
+    expect(n).toBeLessThan(200);
+    expect(st.conversation.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+    expect(st.conversation[3].content).toBe(st.lastResult.text);
+
+    await setField(page, 'set-max-tokens', 8);
+    await page.locator('#prompt').fill('Thanks. One more word?');
+    await page.locator('#prompt').press('Enter');
+    await expect(page.locator('.msg.assistant').nth(2)).toHaveAttribute('data-stop-reason', /^(length|stop)$/);
+    st = await chatState(page);
+    expect(st.conversation).toHaveLength(6);
+    expect(st.lastResult.stats.reused_tokens).toBeGreaterThan(REF.prompt_ids.length);
+
+    await page.locator('#new-chat').click();
+    await expect(page.locator('.msg')).toHaveCount(0);
+    expect((await chatState(page)).conversation).toEqual([]);
+  });
+
+  test('a reload keeps the settings and the model choice', async () => {
+    await page.reload();
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
+    await expect(page.locator('#model-select')).toHaveValue(`served:${MODEL}`);
+    await expect(page.locator('#set-kv')).toHaveValue('f32');
+    await expect(page.locator('#set-ctx')).toHaveValue('256');
+    await expect(page.locator('#set-temperature')).toHaveValue('0');
+    await expect(page.locator('#set-max-tokens')).toHaveValue('8');
+    await expect(page.locator('#set-budget')).toHaveValue('512');
+    await expect(page.locator('#set-thinking')).toBeChecked();
+  });
+
+  test('the store path: ingest into OPFS, experts streamed, reload from the store, remove', async () => {
+    await page.locator('#settings-panel summary').click();
+    await setField(page, 'set-path', 'store');
+    await setField(page, 'set-budget', 3); // about half the experts fit: the rest are paged from OPFS per layer
+    await setField(page, 'set-max-tokens', 32);
+    await page.locator('#model-select').selectOption(`served:${MODEL}`);
+    await page.locator('#load-btn').click();
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
+    let st = await chatState(page);
+    expect(st.loaded.path).toBe('store');
+    expect(st.loaded.experts).toBe('streamed');
+    const stored = st.loadEvents.filter((e) => e.stage === 'download').at(-1);
+    expect(stored.bytes).toBe(models_size(st, MODEL));
+
+    await page.locator('#prompt').fill(QUESTION);
+    await page.locator('#prompt').press('Enter');
+    await expect(page.locator('.msg.assistant').first()).toHaveAttribute('data-stop-reason', 'length');
+    st = await chatState(page);
+    expect(st.lastResult.token_ids).toEqual(REF.greedy_ids);
+    expect(st.lastResult.stats.bytes_read_per_token).toBeGreaterThan(0);
+    await expect(page.locator('#meter')).toContainText('% hit');
+    await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(1);
+
+    await page.reload();
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
+    await expect(page.locator('#set-path')).toHaveValue('store');
+    await page.locator('#model-select').selectOption(`stored:${MODEL}`);
+    await page.locator('#load-btn').click();
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
+    st = await chatState(page);
+    expect(st.loadEvents.map((e) => e.stage)).not.toContain('download');
+    expect(st.loaded.name).toBe(MODEL);
+
+    await page.locator(`#stored-models li[data-model="${MODEL}"] button`).click();
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
+    await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(0);
+    await expect(page.locator('#stored-models')).toBeHidden();
+  });
+
+  test('model text is escaped before its Markdown is rendered', async () => {
+    const html = await page.evaluate(async () => {
+      const { renderMarkdown } = await import('/markdown.js');
+      return renderMarkdown('<img src=x onerror="alert(1)"> **b** `<i>` [x](javascript:alert(1)) [y](https://a.example/)');
+    });
+    expect(html).not.toContain('<img');
+    expect(html).not.toContain('<i>');
+    expect(html).not.toContain('href="javascript');
+    expect(html).toContain('&lt;img src=x onerror=&quot;alert(1)&quot;&gt;');
+    expect(html).toContain('<strong>b</strong>');
+    expect(html).toContain('<a href="https://a.example/"');
+    expect([...blocked]).toEqual([]);
+  });
+});
+
+function models_size(state, name) {
+  return state.models.served.find((m) => m.name === name).size;
+}
