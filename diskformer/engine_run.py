@@ -1,4 +1,5 @@
 """`diskformer run MODEL.gguf --ids IDS ...`: the WebGPU engine headless (Pyodide + Dawn in Node).
+`diskformer run --store DIR [--budget BYTES] --ids IDS ...` runs from a model store with the experts streamed.
 
 Prints the JSON of `diskformer reference` ({"greedy_ids": [...], "steps": [{"top": [[id, logprob], ...]}]}) plus
 "stats" (load time, per-token time, GPU bytes, the adapter). Step i scores the token after the prompt plus the
@@ -27,10 +28,31 @@ def parse_ids(text: str) -> list:
     return ids
 
 
+def parse_budget(text: str):
+    """Bytes with an optional binary suffix (512M, 2G), or "min"."""
+    t = text.strip().lower()
+    if t == "min":
+        return "min"
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(t[-1:], 1)
+    try:
+        n = int(t[:-1] if mult > 1 else t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (use 800000000, 512M, 2G or min)") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"the budget must be positive: {text!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="diskformer run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", help="a qwen3moe or qwen35moe GGUF file (Q8_0 or F32 matrices)")
+    ap.add_argument("model", nargs="?", default=None, help="a qwen3moe or qwen35moe GGUF file (Q8_0 or F32 "
+                    "matrices); or give --store")
+    ap.add_argument("--store", type=Path, default=None, metavar="DIR",
+                    help="run from a model store folder (made by the ingest) with the experts streamed from disk")
+    ap.add_argument("--budget", type=parse_budget, default=None, metavar="BYTES",
+                    help="GPU budget with --store: bytes (suffix K/M/G allowed) or 'min' for the smallest allowed; "
+                    "default: every expert resident")
     ap.add_argument("--ids", type=parse_ids, required=True, help="prompt token ids: JSON list or comma separated")
     ap.add_argument("--teacher-force", type=parse_ids, default=None, metavar="IDS",
                     help="feed these ids after the prompt instead of the greedy ones (k ids -> k+1 steps)")
@@ -45,10 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def engine_args(args) -> tuple[dict, list]:
     """The entry's argument dict and the host folders Node must mount for it."""
-    model = Path(args.model).resolve()
-    run = {"model": str(model), "ids": args.ids, "teacher_force": args.teacher_force, "n": args.n, "top": args.top,
-           "kv": args.kv, "n_ctx": args.n_ctx}
-    mounts = [model.parent]
+    run = {"ids": args.ids, "teacher_force": args.teacher_force, "n": args.n, "top": args.top, "kv": args.kv,
+           "n_ctx": args.n_ctx}
+    if args.store is not None:
+        store = args.store.resolve()
+        run.update(store=str(store), budget=args.budget)
+        mounts = [store]
+    else:
+        model = Path(args.model).resolve()
+        run["model"] = str(model)
+        mounts = [model.parent]
     if args.logits_out is not None:
         out = args.logits_out.resolve()
         run["logits_out"] = str(out)
@@ -67,7 +95,16 @@ def main(argv) -> int:
     if not args.ids:
         print("diskformer run: --ids is empty; give at least one prompt token", file=sys.stderr)
         return 2
-    if not Path(args.model).is_file():
+    if (args.model is None) == (args.store is None):
+        print("diskformer run: give either a GGUF file or --store DIR", file=sys.stderr)
+        return 2
+    if args.budget is not None and args.store is None:
+        print("diskformer run: --budget applies to --store runs (experts streamed into a pool)", file=sys.stderr)
+        return 2
+    if args.store is not None and not (args.store / "manifest.json").is_file():
+        print(f"diskformer run: {args.store} is not a model store (no manifest.json)", file=sys.stderr)
+        return 1
+    if args.model is not None and not Path(args.model).is_file():
         print(f"diskformer run: no such file: {args.model}", file=sys.stderr)
         return 1
     run, mounts = engine_args(args)

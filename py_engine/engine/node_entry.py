@@ -5,6 +5,10 @@ args (a dict, from JSON):
      "n_ctx": 2048, "logits_out": PATH | null}
 or, to batch several models and sequences into one process, {"jobs": [{"model": ..., "kv": ..., "runs": [{"ids":
 ..., "teacher_force": ..., "n": ..., "top": ..., "logits_out": ...}, ...]}, ...]}.
+Instead of "model", "store": FOLDER runs from a model store with the experts streamed (store_decoder.py); then
+"budget" (bytes or "min"; absent: all experts resident), "upload" ("staging" | "writebuffer"), "policy",
+"routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "pool_fraction", "max_pool_buffer" (cap one pool buffer, to split small
+pools) and "verify_pool" (check every slot afterwards).
 
 Step i scores the token after the prompt plus the first i fed ids: with teacher_force of k ids there are k + 1
 steps; otherwise n greedy steps (default 1). logits_out receives every step's raw f32 logits, concatenated.
@@ -47,15 +51,42 @@ async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, log
     }
 
 
+async def open_store_job(job: dict, gpu, pipelines):
+    """A decoder over a model store folder (job["store"]), experts streamed into a pool sized by job["budget"]
+    (bytes, "min" for the smallest allowed, absent: every expert resident)."""
+    from pathlib import Path
+
+    from ..store.local import DirectorySink
+    from .store_decoder import StoreDecoder
+
+    budget = job.get("budget")
+    return await StoreDecoder.open_store(
+        DirectorySink(Path(job["store"])), gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
+        kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)),
+        budget_bytes=budget if budget in (None, "min") else int(budget), upload=job.get("upload", "staging"),
+        policy=job.get("policy", "lru"), max_pool_buffer=job.get("max_pool_buffer"),
+        routing=job.get("routing", "auto"), prefetch_depth=int(job.get("prefetch_depth", 0)),
+        pool_fraction=job.get("pool_fraction"))
+
+
 async def run_job(job: dict, gpu, pipelines) -> dict:
-    dec = await Decoder.open(job["model"], gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
-                             kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)))
+    if job.get("store"):
+        dec = await open_store_job(job, gpu, pipelines)
+    else:
+        dec = await Decoder.open(job["model"], gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
+                                 kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)))
     try:
         runs = []
         for r in job["runs"]:
             runs.append(await run_sequence(dec, r["ids"], r.get("teacher_force"), r.get("n"), int(r.get("top", 5)),
                                            r.get("logits_out")))
-        return {"runs": runs, "stats": dec.summary()}
+        check = None
+        if job.get("verify_pool"):  # read the whole pool back: every resident slot against its store record
+            check = dict(await dec.pool.verify(dec.reader), **await dec.pool.read_status())
+        out = {"runs": runs, "stats": dec.summary()}
+        if check is not None:
+            out["pool_check"] = check
+        return out
     finally:
         dec.release()
 
@@ -69,7 +100,7 @@ async def run(args: dict) -> dict:
         return {"jobs": [await run_job(j, gpu, pipelines) for j in args["jobs"]], "device": device}
     run_args = {k: args.get(k) for k in ("ids", "teacher_force", "n", "top", "logits_out")}
     run_args["top"] = run_args["top"] or 5
-    job = {k: v for k, v in args.items() if k in ("model", "kv", "n_ctx", "lane_cap")}
+    job = {k: v for k, v in args.items() if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload")}
     job["runs"] = [run_args]
     res = await run_job(job, gpu, pipelines)
     out = res["runs"][0]

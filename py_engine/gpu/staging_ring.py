@@ -11,13 +11,13 @@ import asyncio
 
 import js
 
-from .buffers import COPY_DST, COPY_SRC, MAP_WRITE, round4
+from .buffers import COPY_SRC, MAP_WRITE, round4
 from .jsutil import js_bytes, js_object
 
 
-def _fill(mapped, data):
-    """Copy `data` (Python bytes-like or a JS Uint8Array) into a mapped ArrayBuffer range."""
-    view = js.Uint8Array.new(mapped)
+def _fill(mapped, data, n):
+    """Copy `data` (n bytes: Python bytes-like or a JS Uint8Array) into a mapped ArrayBuffer range."""
+    view = js.Uint8Array.new(mapped, 0, n)  # assign() wants equal lengths; the range is rounded up to 4
     if hasattr(data, "byteLength"):  # a JS typed array (the browser's reader pool hands these out)
         view.set(data)
         return
@@ -60,7 +60,7 @@ class StagingRing:
         try:
             if pending is not None:
                 await pending
-            _fill(buf.getMappedRange(0, round4(n)), data)
+            _fill(buf.getMappedRange(0, round4(n)), data, n)
             buf.unmap()
             enc = self.gpu.device.createCommandEncoder()
             enc.copyBufferToBuffer(buf, 0, dst, offset, round4(n))

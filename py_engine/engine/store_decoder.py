@@ -1,0 +1,277 @@
+"""The decode loop over a model store, with the routed experts streamed into a GPU pool.
+
+`await StoreDecoder.open_store(sink, budget_bytes=...)` loads the dense planes from dense.bin, sizes the expert
+pool from the budget (budget.py) and records one token's dispatches with the pool kernels (expert_pool.py).
+
+How a token runs depends on the pool size:
+- **full pool** (a slot for every expert of every layer): every record is paged in at load; routing, the residency
+  check and the expert products all stay on the GPU and a token is the stock `Decoder.step`: one submit, one sync
+  (the logits readback). `feed` enqueues prompt tokens with no sync at all.
+- **partial pool, routing="early_stop"** (early_stop.py): one submit per token; a layer whose picked
+  experts are not all resident stops the token on the GPU, the CPU pages them in and resumes at that layer. A token
+  costs 1 + (layers that missed) syncs; fed prompt tokens cost one small readback each (the stop flag).
+- **partial pool, routing="per_layer"** (the simple fallback): the token's list is cut at each MoE layer's
+  residency check; per layer the CPU reads the k routed ids back, `ensure`s them and submits the MoE part with the
+  next layer's attention part: n_layers + 1 syncs per token, missing or not.
+- **partial pool, routing="auto"** (default): early stop while fewer than `auto_threshold` (1/4) of the layers
+  missed recently, per-layer syncs otherwise (every resume re-submits the rest of the token: when most layers miss
+  that costs more than a sync per layer; on lavapipe a resume costs ~15 ms against ~2 ms per layer sync).
+In every partial mode each layer's attention or DeltaNet part runs exactly once per token (never re-run on a
+resume), misses are read from the store and uploaded through the staging ring (or writeBuffer), and the residency
+map is flushed to the GPU before the submit that routes through it.
+"""
+import array
+import struct
+import time
+
+from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer
+from ..gpu.commands import DispatchList, check_errors, helper, track_errors
+from ..gpu.device import open_gpu
+from ..gpu.pipelines import GpuErrorScope, Pipelines
+from ..models.common import Activations, KVCache
+from .budget import plan_budget
+from .early_stop import GuardedToken
+from .decoder import MODELS, Decoder
+from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
+from .store_weights import StoreRecordReader, StoreWeightLoader, dense_gpu_bytes, open_store
+
+ROUTINGS = ("auto", "early_stop", "per_layer")
+GUARD_DISPATCHES_PER_LAYER = 48  # qwen3moe records 14 per layer, qwen35moe ~25 (+ 3 per pool buffer)
+STATE_BUFFERS = ("conv_window.", "ssm_state.")  # work buffers that carry recurrent state across tokens
+
+
+def kv_cache_bytes(n_kv_layers, n_ctx, n_head_kv, head_dim, kv_format) -> int:
+    """What KVCache allocates (models/common.py)."""
+    return 2 * n_kv_layers * n_ctx * n_head_kv * head_dim * (2 if kv_format == "f16" else 4)
+
+
+def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None) -> int:
+    """Upper bound of the early-stop indirect arguments (two copies, 12 B per dispatch), before the token is
+    recorded: at most GUARD_DISPATCHES_PER_LAYER dispatches per layer besides 3 per pool buffer."""
+    limit = min(gpu.max_binding, int(gpu.limits["maxBufferSize"]), max_pool_buffer or gpu.max_binding)
+    buffers = -(-all_experts_bytes // max(1, limit)) + 1
+    return 24 * (n_layers * (GUARD_DISPATCHES_PER_LAYER + 3 * buffers) + 16)
+
+
+class StoreDecoder(Decoder):
+    pool = None
+    plan = None
+
+    @classmethod
+    async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
+                         budget_bytes=None, upload="staging", ring_buffers=4, policy="lru", max_pool_buffer=None,
+                         reader=None, routing="auto", prefetch_depth=0, pool_fraction=None, auto_threshold=0.25):
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing {routing!r}: use one of {', '.join(ROUTINGS)}")
+        t0 = time.perf_counter()
+        manifest, header = await open_store(sink)
+        arch = header.architecture
+        if arch not in MODELS:
+            raise ValueError(f"architecture {arch!r} is not supported by the GPU engine yet "
+                             f"(supported: {', '.join(MODELS)})")
+        config_cls, model_cls = MODELS[arch]
+        cfg = config_cls.from_header(header)
+        if cfg.n_ctx_train:
+            n_ctx = min(n_ctx, cfg.n_ctx_train)
+        ex = manifest["layout"]["experts"]
+        if not ex or ex["layers"] != list(range(cfg.n_layer)):
+            raise ValueError("the store's expert records do not cover every layer of the model")
+        gpu = gpu or await open_gpu()
+        track_errors(gpu)
+        pipelines = pipelines or Pipelines(gpu)
+        model = model_cls(cfg)
+        n_kv_layers = getattr(model, "n_kv_layers", cfg.n_layer)
+        bufs = model.work_buffers()
+        state = sum(4 * n for name, n in bufs if name.startswith(STATE_BUFFERS))
+        acts_bytes = sum(4 * n for _, n in bufs)
+        record = ex["record_size"]
+        # activations, logits and ids staging, the step uniform, the early-stop readback (logits + routed ids) and
+        # indirect arguments (counted whatever the mode: the mode follows from the pool size), the pool's own
+        # small buffers
+        work = (acts_bytes - state + 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16
+                + 4 * cfg.n_vocab + 256 + 4 * cfg.n_expert_used * cfg.n_layer
+                + guard_args_allowance(cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer)
+                + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, upload, ring_buffers))
+        plan = plan_budget(budget_bytes, dense=dense_gpu_bytes(manifest),
+                           kv_state=kv_cache_bytes(n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format) + state,
+                           work=work, record_bytes=record, n_layers=cfg.n_layer, n_experts=cfg.n_expert,
+                           top_k=cfg.n_expert_used, max_binding=gpu.max_binding, max_buffer=gpu.limits["maxBufferSize"],
+                           max_pool_buffer=max_pool_buffer, pool_fraction=pool_fraction)
+        reader = reader or StoreRecordReader(sink, manifest)
+        loader = StoreWeightLoader(gpu, manifest, header, sink)
+        async with GpuErrorScope(gpu, "loading the model from its store"):
+            model.load(loader)
+            await loader.fill()
+            acts = Activations(gpu)
+            for name, n in bufs:
+                acts.add(name, n)
+            cache = KVCache(gpu, n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+            step_buf = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+            pool = ExpertPool(gpu, plan.pool, n_layers=cfg.n_layer, n_experts=cfg.n_expert, reader=reader,
+                              upload=upload, ring_buffers=ring_buffers, policy=policy)
+        t_pool = time.perf_counter()
+        if plan.full:
+            await pool.load_all()
+        dec = cls(gpu, pipelines, model, loader, acts, cache, pool.slot_map, step_buf, kv_format)
+        dec.pool, dec.plan, dec.reader = pool, plan, reader
+        dec.kern = StreamingKernels(gpu, pipelines, step_buf, pool, lane_cap=lane_cap, kv_format=kv_format)
+        async with GpuErrorScope(gpu, "recording the token's dispatches"):
+            dec.dl = DispatchList()
+            model.record_token(dec.kern, dec.dl, acts, cache, pool.slot_map)
+            dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
+            dec.ids_staging = create_buffer(gpu, 4 * MAX_TOP_K, MAP_READ | COPY_DST, "route_ids_staging")
+            dec.guarded = None
+            if plan.full or routing == "per_layer":
+                dec.kern.finish(dec.dl)
+            else:
+                dec.guarded = GuardedToken(gpu, dec.kern, dec.dl, pool, acts["logits"], cfg.n_vocab)
+        if not plan.full and routing != "early_stop":
+            dec._cut_segments()  # after finish(): the slices copy the finished residency checks
+        dec.routing = "gpu" if plan.full else routing
+        dec.auto_threshold = auto_threshold
+        dec._miss_rate = 1.0  # a fresh pool misses everywhere
+        dec._pending = []
+        dec._prev_ids = {}
+        used = {"dense": loader.bytes_planned, "kv_state": cache.nbytes + state, "activations": acts.nbytes - state,
+                "staging": 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16, "pool": pool.nbytes,
+                "early_stop": dec.guarded.gpu_bytes if dec.guarded is not None else 0}
+        used["total"] = sum(used.values())
+        if dec.guarded is not None and 2 * dec.guarded.args_bytes > guard_args_allowance(
+                cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer):
+            raise RuntimeError(f"the token records {dec.dl.count} dispatches, more than the budget allowed for "
+                               f"(raise GUARD_DISPATCHES_PER_LAYER)")
+        dec.prefetch_depth = prefetch_depth
+        dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, pool_fill_ms=(time.perf_counter() - t_pool) * 1e3,
+                         weights_bytes=loader.bytes_uploaded, dispatches=dec.dl.count, kv_bytes=cache.nbytes,
+                         activation_bytes=acts.nbytes, n_ctx=n_ctx, kv=kv_format, arch=arch, budget=plan.to_dict(),
+                         mode="full" if plan.full else "partial", upload=upload,
+                         routing=dec.routing, prefetch_depth=prefetch_depth, syncs=0, steps=0, resumes=0,
+                         early_stop_tokens=0, per_layer_tokens=0, per_layer_steps=0, gpu_bytes=used)
+        return dec
+
+    def _cut_segments(self):
+        """Cut the recorded token at each layer's residency check (partial pool): segment 0 runs up to layer 0's
+        router; segment i + 1 runs layer i's experts up to layer i + 1's router (or the logits)."""
+        splits = self.kern.splits
+        if len(splits) != self.model.cfg.n_layer:
+            raise RuntimeError(f"recorded {len(splits)} MoE layers for a {self.model.cfg.n_layer}-layer model")
+        cuts = [s[1] for s in splits] + [self.dl.count]
+        self.segments = [self.dl.ops.slice(0, cuts[0])]
+        self.segments += [self.dl.ops.slice(cuts[i], cuts[i + 1]) for i in range(len(splits))]
+
+    # ---- the token loop -----------------------------------------------------------------------------------------
+    def reset(self):
+        super().reset()
+        self._pending.clear()
+
+    def feed(self, tokens) -> None:
+        if self.plan.full:
+            return super().feed(tokens)
+        tokens = [int(t) for t in tokens]
+        self._check_tokens(tokens)
+        for t in tokens:  # run at the next step(): each needs per-layer syncs
+            self._pending.append((t, self.pos))
+            self.pos += 1
+
+    async def step(self, token: int) -> array.array:
+        self.stats["steps"] += 1
+        if self.plan.full:
+            return await super().step(token)
+        self._check_tokens([token])
+        t0 = time.perf_counter()
+        pending, self._pending = self._pending, []
+        for t, p in pending:
+            await self._run_token(t, p, want_logits=False)
+        data = await self._run_token(token, self.pos, want_logits=True)
+        logits = array.array("f")
+        logits.frombytes(data)
+        self.pos += 1
+        self.stats["tokens"] += 1 + len(pending)
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+        check_errors(self.gpu, f"token at position {self.pos - 1}")
+        return logits
+
+    async def _run_token(self, token, pos, want_logits):
+        """Early stop while few layers miss (one sync per token when none does), else per-layer syncs (each
+        resume of an early stop re-submits the rest of the token, which costs more than a sync per layer when most
+        layers miss). "auto" follows the recent share of layers that missed."""
+        early = self.routing == "early_stop" or (self.routing == "auto" and self._miss_rate < self.auto_threshold)
+        if early:
+            self.stats["early_stop_tokens"] += 1
+            resumes = self.stats["resumes"]
+            data = await self._guarded_token(token, pos, want_logits)
+            missed = self.stats["resumes"] - resumes
+        else:
+            self.stats["per_layer_tokens"] += 1
+            self.stats["per_layer_steps"] += int(want_logits)
+            data, missed = await self._partial_token(token, pos, want_logits)
+        self._miss_rate = 0.8 * self._miss_rate + 0.2 * missed / len(self.kern.splits)
+        return data
+
+    async def _guarded_token(self, token, pos, want_logits):
+        g = self.guarded
+        raw = await g.run(self.step_buf, [token, pos, pos + 1, 0], want_logits, self.stats,
+                          self._prefetch_after if self.prefetch_depth else None)
+        self._prev_ids = {layer: g.routed_ids(raw, i) for i, layer in enumerate(g.layers)}
+        return g.logits(raw) if want_logits else None
+
+    def _prefetch_after(self, layer):
+        """On a stop at `layer`: guess that the next layers pick what they picked for the previous token."""
+        for nxt in range(layer + 1, min(layer + 1 + self.prefetch_depth, self.model.cfg.n_layer)):
+            guesses = self._prev_ids.get(nxt)
+            if guesses:
+                self.pool.streamer.prefetch(nxt, guesses)
+
+    async def _partial_token(self, token, pos, want_logits):
+        h = helper()
+        dev, streamer = self.gpu.device, self.pool.streamer
+        words = [token, pos, pos + 1, 0]
+        splits = self.kern.splits
+        layer, _, route_ids, k = splits[0]
+        raw = await h.step(dev, self.step_buf, words, self.segments[0], route_ids, 0, self.ids_staging, 4 * k)
+        self.stats["syncs"] += 1
+        missed = 0
+        for i, (layer, _, _, k) in enumerate(splits):
+            ids = struct.unpack(f"<{k}I", raw.to_bytes())
+            self._prev_ids[layer] = ids
+            m0 = streamer.counters.misses[layer]
+            pending_slots = streamer.ensure(layer, ids)
+            missed += streamer.counters.misses[layer] != m0  # claims (and miss counts) happen in the call
+            if self.prefetch_depth:
+                self._prefetch_after(layer)
+            slots = await pending_slots
+            self.pool.flush_map()
+            seg = self.segments[i + 1]
+            if i + 1 < len(splits):
+                _, _, nxt_ids, nk = splits[i + 1]
+                pending = h.step(dev, self.step_buf, words, seg, nxt_ids, 0, self.ids_staging, 4 * nk)
+            elif want_logits:
+                pending = h.step(dev, self.step_buf, words, seg, self.acts["logits"], 0, self.staging,
+                                 4 * self.n_vocab)
+            else:
+                h.replay(dev, seg)
+                pending = None
+            streamer.release(set(slots))  # the submit that reads them is queued; later uploads come after it
+            if pending is not None:
+                raw = await pending
+                self.stats["syncs"] += 1
+        streamer.advance_token()
+        return (raw.to_bytes() if want_logits else None), missed
+
+    # ---- bookkeeping --------------------------------------------------------------------------------------------
+    def release(self):
+        super().release()
+        self.pool.release()
+        self.ids_staging.destroy()
+        if self.guarded is not None:
+            self.guarded.release()
+
+    def summary(self) -> dict:
+        s = super().summary()
+        st = self.pool.streamer.stats()
+        s["streamer"] = {k: v for k, v in st.items() if k != "per_layer"}
+        # a step is a token whose logits are read; fed prompt tokens cost no sync with a full pool
+        s["syncs_per_step"] = s["syncs"] / s["steps"] if s.get("steps") else None
+        s["map_bytes_written"] = self.pool.map_bytes_written
+        s["uploads"] = {"count": self.pool.uploads.uploads, "bytes": self.pool.uploads.bytes}
+        return s

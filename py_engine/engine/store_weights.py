@@ -1,0 +1,207 @@
+"""Weights from a model store (py_engine/store: header.bin, dense.bin, experts.bin, manifest.json) to the GPU.
+
+The store already holds every Q8_0 tensor as a code plane and an f16-scale plane, which is exactly what the kernels
+bind (weights_q8.wgsl), so dense planes are copied as they are: no re-splitting. Reading goes through a store
+*sink* (`await sink.read(file, offset, n)`): `DirectorySink` on a local folder (CPython, Node with the folder
+mounted), `OPFSSink` in the browser. Model files' `load(loader)` is synchronous, so `StoreWeightLoader` creates the
+GPU buffers during `load` and records what fills them; `await loader.fill()` then reads the planes (asynchronously,
+in chunks) and uploads them.
+
+Routed-expert tensors are not uploaded here: `matrix()` returns a `PoolPart` naming the part (gate/up/down) of
+the store record; the expert pool (expert_pool.py) pages records into GPU slots and its kernels read the part.
+"""
+import json
+import re
+
+from ..gguf import GGMLType
+from ..gguf.reader import parse_header
+from ..gpu.buffers import storage_buffer, write_buffer
+from ..gpu.kernels import GpuMatrix
+from ..store.layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, MANIFEST_FILE, RECORD_PLANES
+
+READ_CHUNK = 8 << 20  # dense planes are read and uploaded in pieces of this size (bounded Python memory)
+_EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight$")
+
+
+class StoreNotReady(ValueError):
+    """The folder is not a complete model store (missing manifest, ingest unfinished or failed)."""
+
+
+async def open_store(sink):
+    """(manifest, GGUF header) of a complete store; raises StoreNotReady otherwise."""
+    raw = await sink.get(MANIFEST_FILE)
+    if raw is None:
+        raise StoreNotReady(f"no {MANIFEST_FILE}: not a model store (run the ingest first)")
+    manifest = json.loads(raw)
+    state = manifest.get("state", {})
+    if state.get("failed"):
+        raise StoreNotReady(f"the store's ingest failed ({state['failed']}); ingest the model again")
+    if not state.get("complete"):
+        raise StoreNotReady(f"the store is incomplete (ingested up to byte {state.get('next_offset')} of "
+                            f"{manifest.get('source', {}).get('size')}); resume the ingest first")
+    size = manifest["layout"]["header_size"]
+    header = parse_header(await sink.read(HEADER_FILE, 0, size))
+    return manifest, header
+
+
+class PoolPart:
+    """One part (gate, up or down) of the routed experts of one layer, as the streamed pool holds it: `rows` x
+    `cols` per expert, its codes / scales at byte offsets inside a record (GpuMatrix-like: name, fmt, rows, cols)."""
+
+    def __init__(self, name, layer, part, fmt, rows, cols, codes_off, scales_off):
+        self.name, self.layer, self.part, self.fmt = name, layer, part, fmt
+        self.rows, self.cols = rows, cols
+        self.codes_off, self.scales_off = codes_off, scales_off
+        self.bands = []
+
+
+class StoreWeightLoader:
+    """The WeightLoader interface (has / vector / matrix / release / bytes_uploaded) over a store's dense planes."""
+
+    def __init__(self, gpu, manifest, header, sink, max_band_bytes=None):
+        self.gpu, self.manifest, self.header, self.sink = gpu, manifest, header, sink
+        self.max_band_bytes = min(max_band_bytes or gpu.max_binding, gpu.max_binding)
+        lay = manifest["layout"]
+        self.planes = {}
+        for p in lay["dense"]["planes"]:
+            self.planes.setdefault(p["tensor"], {})[p["kind"]] = p
+        self.experts = lay["experts"]
+        self.buffers = []
+        self._fills = []  # (buffer, file, offset, nbytes)
+        self.bytes_uploaded = 0
+        self.bytes_planned = 0
+
+    def has(self, name: str) -> bool:
+        return name in self.header.tensors_by_name
+
+    def _buffer(self, nbytes, label, src_offset):
+        buf = storage_buffer(self.gpu, nbytes, label)
+        self.buffers.append(buf)
+        self._fills.append((buf, DENSE_FILE, src_offset, nbytes))
+        self.bytes_planned += nbytes
+        return buf
+
+    def _plane(self, name, kind):
+        try:
+            return self.planes[name][kind]
+        except KeyError:
+            raise ValueError(f"{name}: the store has no {kind} plane for it") from None
+
+    def vector(self, name: str, expect_len=None):
+        t = self.header.tensor(name)
+        if t.type != GGMLType.F32:
+            raise ValueError(f"{name}: expected an F32 vector, the store has {t.type.name}")
+        if expect_len is not None and t.n_elements != expect_len:
+            raise ValueError(f"{name}: {t.n_elements} values, expected {expect_len}")
+        p = self._plane(name, "raw")
+        return self._buffer(p["nbytes"], name, p["offset"])
+
+    def matrix(self, name: str, expect_shape=None, single_band: bool = False):
+        t = self.header.tensor(name)
+        if expect_shape is not None and tuple(t.shape) != tuple(expect_shape):
+            raise ValueError(f"{name}: shape {t.shape}, expected {expect_shape}")
+        cols = t.dims[0]
+        if t.type == GGMLType.Q8_0:
+            fmt = "q8"
+        elif t.type == GGMLType.F32:
+            fmt = "f32"
+        else:
+            raise ValueError(f"{name}: tensor type {t.type.name} is not supported by the engine yet (Q8_0, F32)")
+        m = _EXPERT_TENSOR.match(name)
+        if m:
+            return self._pool_part(name, int(m.group(1)), m.group(2), fmt, t)
+        rows = t.n_elements // cols
+        nb = cols // 32
+        gpu_row_bytes = cols if fmt == "q8" else 4 * cols
+        band_rows = max(1, self.max_band_bytes // gpu_row_bytes)
+        if single_band and band_rows < rows:
+            raise ValueError(f"{name}: {rows * gpu_row_bytes} B does not fit one binding ({self.max_band_bytes} B)")
+        bands = []
+        for r0 in range(0, rows, band_rows):
+            n = min(band_rows, rows - r0)
+            label = f"{name}[{r0}:{r0 + n}]"
+            if fmt == "q8":
+                codes, scales = self._plane(name, "codes"), self._plane(name, "scales")
+                bufs = {3: self._buffer(n * cols, label + ".codes", codes["offset"] + r0 * cols),
+                        4: self._buffer(2 * n * nb, label + ".scales", scales["offset"] + 2 * r0 * nb)}
+            else:
+                raw = self._plane(name, "raw")
+                bufs = {3: self._buffer(4 * n * cols, label, raw["offset"] + 4 * r0 * cols)}
+            bands.append((r0, n, bufs))
+        return GpuMatrix(name, fmt, rows, cols, bands)
+
+    def _pool_part(self, name, layer, part, fmt, t):
+        ex = self.experts
+        if ex is None or layer not in ex["layers"]:
+            raise ValueError(f"{name}: the store has no expert records for layer {layer}")
+        want = GGMLType(ex["types"][part])
+        if want != t.type:
+            raise ValueError(f"{name}: record type {want.name} differs from the header's {t.type.name}")
+        if t.dims[2] != ex["n_experts"]:
+            raise ValueError(f"{name}: {t.dims[2]} experts, the store's records hold {ex['n_experts']}")
+        planes = ex["planes"]
+        return PoolPart(name, layer, part, fmt, t.dims[1], t.dims[0], planes[f"{part}_codes"][0],
+                        planes[f"{part}_scales"][0])
+
+    async def fill(self, chunk=READ_CHUNK):
+        """Read every planned plane from the store and upload it (in chunks of at most `chunk` bytes)."""
+        chunk -= chunk % 4
+        for buf, file, offset, nbytes in self._fills:
+            for start in range(0, nbytes, chunk):
+                n = min(chunk, nbytes - start)
+                data = await self.sink.read(file, offset + start, n)
+                if len(data) != n:
+                    raise OSError(f"{file}: short read at {offset + start} ({len(data)} of {n} B); the store is "
+                                  f"damaged, verify or ingest it again")
+                write_buffer(self.gpu, buf, start, data)
+                self.bytes_uploaded += n
+        self._fills.clear()
+
+    def release(self):
+        for b in self.buffers:
+            b.destroy()
+        self.buffers.clear()
+
+
+def dense_gpu_bytes(manifest) -> int:
+    """Bytes of GPU buffers the dense planes take (every plane of dense.bin, each rounded to 4 bytes)."""
+    return sum((p["nbytes"] + 3) & ~3 for p in manifest["layout"]["dense"]["planes"])
+
+
+class StoreRecordReader:
+    """The streamer's reader: `await read_record(layer, expert)` -> one record of experts.bin through a sink."""
+
+    def __init__(self, sink, manifest):
+        ex = manifest["layout"]["experts"]
+        if not ex:
+            raise ValueError("the store holds no routed experts")
+        self.sink = sink
+        self.n_experts = ex["n_experts"]
+        self.record_size = ex["record_size"]
+        self.reads = 0
+
+    def offset(self, layer: int, expert: int) -> int:
+        return (layer * self.n_experts + expert) * self.record_size
+
+    async def read_record(self, layer: int, expert: int):
+        data = await self.sink.read(EXPERTS_FILE, self.offset(layer, expert), self.record_size)
+        self.reads += 1
+        return data
+
+
+class ReaderPoolRecordReader:
+    """The browser's reader: records through `py_engine.store.reader_pool.ReaderPool` (workers with read-only OPFS
+    sync handles on experts.bin), handed over as JS Uint8Arrays ready for the staging ring."""
+
+    def __init__(self, pool, manifest):
+        ex = manifest["layout"]["experts"]
+        self.pool = pool
+        self.n_experts = ex["n_experts"]
+        self.record_size = ex["record_size"]
+
+    async def read_record(self, layer: int, expert: int):
+        return await self.pool.read_js((layer * self.n_experts + expert) * self.record_size, self.record_size)
+
+
+__all__ = ["StoreNotReady", "open_store", "PoolPart", "StoreWeightLoader", "StoreRecordReader",
+           "ReaderPoolRecordReader", "dense_gpu_bytes", "RECORD_PLANES"]
