@@ -127,3 +127,14 @@ def test_gate_times_out_on_an_unreachable_site():
     rc, out = _gate(REFS, "--site", f"http://127.0.0.1:{_free_port()}/", "--timeout", 15, timeout=90)
     assert rc == 2, out
     assert "could not run" in out or "timed out" in out, out
+
+
+def test_gate_passes_on_the_demo_model_against_llama_cpp():
+    """tests/gate/demo-qwen35moe.gate.json was made by llama.cpp itself (diskformer.gate.llama_refs with
+    llama-cpp-python 0.3.36) on the shipped demo model: the chat page must give the same greedy replies."""
+    _require_browser()
+    rc, out = _gate(REPO / "tests" / "gate" / "demo-qwen35moe.gate.json")
+    assert rc == 0, out
+    assert "5 of 5 conversation(s) pass" in out, out
+    # the one reply whose margins all clear the Q8_0 tolerance must match llama.cpp token for token
+    assert "PASS: all 55 steps equal llama.cpp's" in out, out
