@@ -1,0 +1,93 @@
+"""Where a token's GPU time goes: the recorded dispatch list replayed with one compute pass per dispatch, each pass
+bracketed by timestamp queries (needs the 'timestamp-query' feature; without it the profile says so).
+
+One pass per dispatch adds a little overhead per kernel, so the profile tells the kernels' shares and the sum of
+their busy time, not the replay's exact wall time (the benchmark measures that separately).
+"""
+import re
+
+from pyodide.code import run_js
+
+from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, create_buffer
+from ..gpu.jsutil import js_object
+from .stream_read import median
+
+QUERY_RESOLVE = 0x0200
+MAX_QUERIES = 4096  # WebGPU's limit on one query set
+
+_PROFILE_JS = r"""
+({
+  // Replays `ops` at the step words given, one timed pass per dispatch; resolves to each dispatch's ns.
+  async run(device, stepBuf, stepWords, ops, querySet, resolveBuf, readBuf) {
+    device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
+    const enc = device.createCommandEncoder();
+    let q = 0;
+    for (const op of ops) {
+      if (op[0] === 0) {
+        const pass = enc.beginComputePass({
+          timestampWrites: { querySet, beginningOfPassWriteIndex: q, endOfPassWriteIndex: q + 1 } });
+        pass.setPipeline(op[1]); pass.setBindGroup(0, op[2]); pass.dispatchWorkgroups(op[3], op[4], op[5]);
+        pass.end();
+        q += 2;
+      } else {
+        enc.copyBufferToBuffer(op[1], op[2], op[3], op[4], op[5]);
+      }
+    }
+    enc.resolveQuerySet(querySet, 0, q, resolveBuf, 0);
+    enc.copyBufferToBuffer(resolveBuf, 0, readBuf, 0, q * 8);
+    device.queue.submit([enc.finish()]);
+    await readBuf.mapAsync(GPUMapMode.READ);
+    const t = new BigInt64Array(readBuf.getMappedRange(0, q * 8)).slice();
+    readBuf.unmap();
+    const out = [];
+    for (let i = 0; i < q; i += 2) out.push(Number(t[i + 1] - t[i]));
+    out.push(Number(t[q - 1] - t[0]));  // last: the span from the first dispatch's start to the last's end
+    return out;
+  },
+})
+"""
+
+
+def kernel_kind(label: str) -> str:
+    """'Qcur-3' -> 'Qcur': a dispatch's label without its layer number."""
+    return re.sub(r"-\d+$", "", label) or "unlabelled"
+
+
+async def profile(dec, repeats: int = 5) -> dict:
+    """Per kernel kind: dispatches, median GPU µs per token; plus the busy sum and the span of one token."""
+    gpu = dec.gpu
+    if "timestamp-query" not in gpu.features:
+        return {"available": False, "reason": "the device has no 'timestamp-query' feature"}
+    labels = [lab for lab, op in zip(dec.dl.labels, dec.dl.ops) if op[0] == 0]
+    n = len(labels)
+    if 2 * n > MAX_QUERIES:
+        return {"available": False, "reason": f"{n} dispatches exceed one query set ({MAX_QUERIES // 2})"}
+    qs = gpu.device.createQuerySet(js_object({"type": "timestamp", "count": 2 * n}))
+    resolve = create_buffer(gpu, 16 * n, QUERY_RESOLVE | COPY_SRC, "profile_resolve")
+    read = create_buffer(gpu, 16 * n, MAP_READ | COPY_DST, "profile_read")
+    helper = run_js(_PROFILE_JS)
+    pos = max(dec.pos - 1, 0)  # re-run the last fed position: rewrites its own KV row, moves nothing
+    runs = []
+    try:
+        for _ in range(repeats + 1):
+            runs.append([float(x) for x in await helper.run(gpu.device, dec.step_buf, [0, pos, pos + 1, 0],
+                                                           dec.dl.ops, qs, resolve, read)])
+    finally:
+        qs.destroy()
+        resolve.destroy()
+        read.destroy()
+    runs = runs[1:]  # the first replay warms caches after the decode loop's last readback
+    per_dispatch = [median([r[i] for r in runs]) for i in range(n)]
+    span = median([r[n] for r in runs])
+    kinds = {}
+    for lab, ns in zip(labels, per_dispatch):
+        k = kinds.setdefault(kernel_kind(lab), {"dispatches": 0, "us": 0.0})
+        k["dispatches"] += 1
+        k["us"] += ns / 1e3
+    busy_us = sum(per_dispatch) / 1e3
+    table = sorted(({"kind": name, "dispatches": v["dispatches"], "us": round(v["us"], 2),
+                     "share": round(v["us"] / busy_us, 4) if busy_us else 0.0} for name, v in kinds.items()),
+                   key=lambda r: -r["us"])
+    zero = sum(1 for ns in per_dispatch if ns <= 0)
+    return {"available": True, "busy_us": round(busy_us, 2), "span_us": round(span / 1e3, 2),
+            "zero_length_dispatches": zero, "kinds": table}

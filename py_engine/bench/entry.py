@@ -1,0 +1,142 @@
+"""The entry of `diskformer bench`, run inside Pyodide (Node + Dawn, or a browser worker): measures the engine exactly
+as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read bandwidth in the same process.
+
+args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
+       "lane_cap": 16}
+Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back); decode steps N greedy
+tokens, timing only Decoder.step (the bench's own argmax over the logits is outside the timed region).
+Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios and prints the table.
+"""
+import time
+
+from ..engine.decoder import Decoder
+from ..engine.scoring import argmax
+from ..gpu.device import open_gpu
+from ..gpu.pipelines import Pipelines
+from . import accounting, dispatch_profile, stream_read
+
+WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
+
+
+def prompt_ids(n: int, n_vocab: int) -> list:
+    """A fixed pseudo-random prompt (the same ids on every run and device)."""
+    return [(7919 * i + 104729) % n_vocab for i in range(1, n + 1)]
+
+
+def counters(dec) -> dict:
+    return {k: dec.stats[k] for k in ("syncs", "ffi_calls")}
+
+
+def webgpu_calls(dl) -> int:
+    """JS -> WebGPU calls the replay helper makes per token: 3 per dispatch (pipeline, bind group, dispatch), 2 per
+    compute pass (begin, end), 1 per copy, plus writeBuffer, the encoder, finish, submit, the logits copy, map,
+    getMappedRange and unmap."""
+    calls, in_pass = 8, False
+    for op in dl.ops:
+        if op[0] == 0:
+            calls += 3 + (0 if in_pass else 2)
+            in_pass = True
+        else:
+            calls += 1
+            in_pass = False
+    return calls
+
+
+def state_layout(dec) -> tuple:
+    """(f32 values of recurrent state, layers holding it, delta-rule state values per layer)."""
+    values, per_layer, layers = 0, 0, 0
+    for name, n in dec.model.work_buffers():
+        if name.startswith(accounting.STATE_PREFIXES):
+            values += n
+            if name.startswith("ssm_state."):
+                layers += 1
+                per_layer = n
+    return values, layers, per_layer
+
+
+def gpu_bytes(dec, header) -> dict:
+    w = accounting.weight_bytes(header, dec.model.cfg.n_layer)
+    experts = w["experts"]
+    state_values = state_layout(dec)[0]
+    kv_state = dec.cache.nbytes + 4 * state_values
+    work = dec.acts.nbytes - 4 * state_values + dec.staging.size
+    dense = dec.loader.bytes_uploaded - experts
+    return {"dense_weights": dense, "experts": experts, "kv_state": kv_state, "work_buffers": work,
+            "total": dense + experts + kv_state + work}
+
+
+async def run(args: dict) -> dict:
+    n_prompt, n_decode = int(args.get("prompt", 512)), int(args.get("decode", 128))
+    if n_prompt < 1 or n_decode < 1:
+        raise ValueError("prompt and decode must be >= 1 token")
+    gpu = await open_gpu()
+    pipes = Pipelines(gpu)
+    mb = args.get("stream_mb")
+    stream = await stream_read.measure(gpu, pipes, int(mb) << 20 if mb else None)
+
+    n_ctx = n_prompt + n_decode + WARMUP_TOKENS
+    dec = await Decoder.open(args["model"], gpu, pipes, n_ctx=n_ctx, kv_format=args.get("kv", "f16"),
+                             lane_cap=int(args.get("lane_cap", 16)))
+    try:
+        if dec.cache.n_ctx < n_ctx:
+            raise ValueError(f"prompt + decode = {n_ctx} tokens exceed the model's context ({dec.cache.n_ctx})")
+        ids = prompt_ids(n_prompt, dec.n_vocab)
+        for t in ids[:WARMUP_TOKENS]:
+            await dec.step(t)
+        dec.reset()
+
+        c0 = counters(dec)
+        t0 = time.perf_counter()
+        dec.feed(ids[:-1])
+        logits = await dec.step(ids[-1])
+        prefill_ms = (time.perf_counter() - t0) * 1e3
+        c1 = counters(dec)
+
+        step_ms = []
+        for _ in range(n_decode):
+            tok = argmax(logits)
+            t = time.perf_counter()
+            logits = await dec.step(tok)
+            step_ms.append((time.perf_counter() - t) * 1e3)
+        c2 = counters(dec)
+
+        prof = await dispatch_profile.profile(dec) if args.get("profile", True) else {"available": False,
+                                                                                       "reason": "not asked"}
+        header = dec.loader.header
+        cfg = dec.model.cfg
+        kv_elt = 2 if dec.kv_format == "f16" else 4
+        n_kv = getattr(dec.model, "n_kv_layers", cfg.n_layer)
+        sv, s_layers, s_per_layer = state_layout(dec)
+
+        def tokens_cost(ctx):
+            return accounting.per_token(header, cfg, n_kv, kv_elt, sv, ctx, s_layers, s_per_layer)
+
+        # decode attends to n_prompt + 1 .. n_prompt + n_decode positions; prefill to 1 .. n_prompt
+        decode_cost = tokens_cost(n_prompt + (n_decode + 1) / 2)
+        prefill_cost = tokens_cost((n_prompt + 1) / 2)
+        decode_total = sum(step_ms)
+        return {
+            "device": {"description": gpu.info.get("description"), "vendor": gpu.info.get("vendor"),
+                       "architecture": gpu.info.get("architecture"), "fallback": gpu.info.get("isFallbackAdapter"),
+                       "subgroups": [gpu.subgroup_min, gpu.subgroup_max], "max_binding": gpu.max_binding,
+                       "timestamp_query": "timestamp-query" in gpu.features},
+            "model": {"path": args["model"], "arch": dec.stats.get("arch"), "n_layer": cfg.n_layer,
+                      "n_embd": cfg.n_embd, "n_vocab": cfg.n_vocab, "n_expert": cfg.n_expert,
+                      "n_expert_used": cfg.n_expert_used, "n_kv_layers": n_kv, "kv": dec.kv_format},
+            "stream": stream,
+            "load_ms": round(dec.stats["load_ms"], 1),
+            "prefill": {"tokens": n_prompt, "ms": round(prefill_ms, 3), "tok_s": n_prompt / prefill_ms * 1e3,
+                        "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],
+                        "flops_per_token": prefill_cost["flops"]},
+            "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
+                       "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
+                       "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"]},
+            "dispatches_per_token": dec.dl.count,
+            "webgpu_calls_per_token": webgpu_calls(dec.dl),
+            "gpu_bytes": gpu_bytes(dec, header),
+            "per_token": decode_cost,
+            "profile": prof,
+        }
+    finally:
+        dec.release()
+

@@ -1,0 +1,86 @@
+"""`diskformer bench` in its CI form (tiny-qwen3moe, 32 prompt + 8 decoded tokens, on lavapipe) and the byte/FLOP
+accounting it divides by, checked against the model's own dimensions."""
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from diskformer import bench
+from py_engine.bench import accounting
+from py_engine.gguf import read_gguf_file
+
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+
+def test_per_token_bytes_follow_the_dimensions(fixture_models):
+    header = read_gguf_file(str(fixture_models / "tiny-qwen3moe.gguf"))
+    m = header.metadata
+    cfg = SimpleNamespace(n_layer=m["qwen3moe.block_count"], n_embd=m["qwen3moe.embedding_length"],
+                          n_vocab=header.tensor("token_embd.weight").shape[0], n_expert=m["qwen3moe.expert_count"],
+                          n_expert_used=m["qwen3moe.expert_used_count"],
+                          n_ff_exp=m["qwen3moe.expert_feed_forward_length"],
+                          n_head=m["qwen3moe.attention.head_count"], n_head_kv=m["qwen3moe.attention.head_count_kv"],
+                          head_dim=m["qwen3moe.attention.key_length"])
+    cost = accounting.per_token(header, cfg, cfg.n_layer, 2, 0, ctx=10)
+    q8_row = cfg.n_embd // 32 * 34
+    # one layer's routed experts: gate and up (n_ff_exp x n_embd) and down (n_embd x n_ff_exp), Q8_0, k of them
+    per_expert_layer = 3 * cfg.n_ff_exp * q8_row
+    assert cost["experts"] == cfg.n_layer * cfg.n_expert_used * per_expert_layer
+    assert cost["kv_read"] == 2 * cfg.n_layer * 10 * cfg.n_head_kv * cfg.head_dim * 2
+    # the embedding contributes one row (the head is output.weight, read whole)
+    embd = header.tensor("token_embd.weight")
+    all_dense = sum(t.nbytes for t in header.tensors if not accounting.is_expert(t.name))
+    assert cost["dense_weights"] == all_dense - embd.nbytes + q8_row
+    assert cost["total"] == cost["dense_weights"] + cost["experts"] + cost["kv_read"] + cost["state"]
+    w = accounting.weight_bytes(header, cfg.n_layer)
+    assert w["experts"] == cfg.n_layer * cfg.n_expert * per_expert_layer
+    assert w["dense"] == all_dense
+
+
+def test_derive_divides_bytes_by_the_measured_bandwidth():
+    raw = {"prefill": {"tokens": 4, "tok_s": 100.0, "syncs": 1, "ffi_calls": 8, "flops_per_token": 2e9},
+           "decode": {"tokens": 2, "tok_s": 50.0, "ms": 40.0, "syncs": 2, "ffi_calls": 10},
+           "per_token": {"total": 10 ** 9}, "stream": {"GBps": 100.0}, "dispatches_per_token": 20,
+           "profile": {"available": True, "busy_us": 10000.0}}
+    d = bench.derive(raw)
+    assert d["bound_tok_s"] == pytest.approx(100.0)  # 100 GB/s over 1 GB per token
+    assert d["achieved_GBps"] == pytest.approx(50.0)
+    assert d["measured_over_bound"] == pytest.approx(0.5)
+    assert d["prefill_gflops"] == pytest.approx(200.0)
+    assert d["syncs_per_token"] == {"prefill": 0.25, "decode": 1.0}
+    assert d["overhead_us_per_dispatch"] == pytest.approx((20.0 - 10.0) * 1e3 / 20)
+    assert d["budgets"] == {"25%": bench.NOT_INTEGRATED, "10%": bench.NOT_INTEGRATED}
+
+
+@needs_node
+def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = bench.main(["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "32", "--decode", "8",
+                     "--stream-mb", "16", "--json-out", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0
+    assert "n/a (streamer not integrated)" in printed and "bandwidth bound" in printed
+    res = json.loads(out.read_text())
+    assert json.loads(printed.strip().splitlines()[-1]) == res
+    raw, d = res["raw"], res["derived"]
+    assert raw["model"]["arch"] == "qwen3moe" and raw["model"]["n_layer"] == 8
+    assert raw["prefill"]["tokens"] == 32 and raw["decode"]["tokens"] == 8
+    # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
+    assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
+    assert 0 < d["ffi_calls_per_token"]["decode"] < 20
+    assert raw["dispatches_per_token"] > 8 * 9  # at least the attention block's 9 per layer
+    assert raw["webgpu_calls_per_token"] > 3 * raw["dispatches_per_token"]
+    for key in ("prefill_tok_s", "decode_tok_s", "prefill_gflops", "stream_GBps", "bound_tok_s", "achieved_GBps"):
+        assert d[key] > 0, key
+    # no kernel beats a plain streaming read by much (caches can help a small model a little)
+    assert 0 < d["measured_over_bound"] < 2
+    gb = raw["gpu_bytes"]
+    assert gb["experts"] > gb["dense_weights"] > 0 and gb["kv_state"] > 0 and gb["work_buffers"] > 0
+    assert gb["total"] == sum(gb[k] for k in ("dense_weights", "experts", "kv_state", "work_buffers"))
+    assert raw["per_token"]["experts"] * 4 == gb["experts"]  # top-4 of 16 experts
+    assert raw["stream"]["bytes"] == 16 << 20
+    prof = raw["profile"]
+    if raw["device"]["timestamp_query"]:
+        assert prof["available"] and prof["busy_us"] > 0
+        assert sum(k["dispatches"] for k in prof["kinds"]) == raw["dispatches_per_token"]
