@@ -7,19 +7,27 @@ whole result as one JSON line (also written to --json-out).
 
 Derived figures: bytes per decoded token (dense weights + the top-k experts of every layer + the KV rows read + the
 recurrent state), the bound = those bytes / the streaming bandwidth, achieved GB/s = bytes per token x decode tok/s,
-and measured / bound. Expert budgets below 100 % need the expert streamer, which the decoder does not use yet.
+and measured / bound.
+
+Expert budgets (--budgets all,0.25,0.10): "all" is the GGUF engine with every expert resident; a fraction f runs
+the engine from a model store (the GGUF ingested once into --store-dir, reused when complete) with a GPU pool
+holding f of all experts, the rest paged in from experts.bin (StoreDecoder). Per fraction: prefill and decode tok/s,
+hit rate, bytes read and syncs per decoded token, the store's read MB/s and the staging-ring upload GB/s measured in
+the same run, and the streaming bound = (read + upload throughput) / bytes read per token, against decode tok/s.
 """
 import argparse
 import json
+import asyncio
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .node_engine import NodeEngineError, run_in_node
 
 ENTRY = "py_engine.bench.entry:run"
-NOT_INTEGRATED = "n/a (streamer not integrated)"
-BUDGETS = ("25%", "10%")
+DEFAULT_BUDGETS = "all,0.25,0.10"
+ROUTINGS = ("auto", "early_stop", "per_layer")
 # Timestamps are rounded to 65.5 us by Dawn unless this toggle is off: too coarse for 5-50 us kernels.
 PROFILE_DAWN_OPTS = "disable-dawn-features=timestamp_quantization"
 # llama.cpp (CUDA) on the same H200, 8-layer real-dimension qwen35moe from make_tiny's default seed.
@@ -28,8 +36,73 @@ PEERS = {"model": "qwen35moe real dims, 8 layers (make_tiny --preset real --laye
          "experts_on_cpu": {"prefill_tok_s": 476.0, "decode_tok_s": 197.2}}
 
 
+def parse_budgets(text: str) -> list:
+    """"all,0.25,0.10" -> ["all", 0.25, 0.1]; each fraction in (0, 1), no repeats."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part == "all":
+            item = "all"
+        else:
+            try:
+                item = float(part.rstrip("%")) / (100 if part.endswith("%") else 1)
+            except ValueError:
+                raise ValueError(f"budget {part!r}: give 'all' or a fraction of the experts such as 0.25") from None
+            if not 0 < item < 1:
+                raise ValueError(f"budget {part!r}: a fraction of the experts must lie between 0 and 1 "
+                                 f"(use 'all' for every expert resident)")
+        if item in out:
+            raise ValueError(f"budget {part!r} is given twice")
+        out.append(item)
+    if not out:
+        raise ValueError("no budgets given")
+    return out
+
+
+def default_store_dir(model: Path) -> Path:
+    """Under the system temp folder, one per model file (its name and size): the ingest reuses a complete store
+    of the same source and starts over for another."""
+    return Path(tempfile.gettempdir()) / "diskformer-bench-stores" / f"{model.stem}-{model.stat().st_size}"
+
+
+def ensure_store(model: Path, store_dir: Path, log=print) -> dict:
+    """Ingest `model` into `store_dir` (a no-op when it already holds a complete store of that file); returns the
+    manifest."""
+    from py_engine.store import ingest
+    from py_engine.store.local import DirectoryStorage, FileSource
+
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    src = FileSource(model)
+    try:
+        return asyncio.run(ingest(src, DirectoryStorage(store_dir.parent).sink(store_dir.name), log=log))
+    finally:
+        src.close()
+
+
+def derive_streaming(case: dict) -> dict:
+    """One fraction case: rates per decoded token and the bound the disk read + upload put on decode."""
+    dec, pre, io = case["decode"], case["prefill"], case["io"]
+    n = dec["tokens"]
+    demanded = dec["hits"] + dec["late_hits"] + dec["misses"]
+    bytes_per_token = dec["bytes_read"] / n
+    throughput = io["read_upload_MBps"] * 1e6 if io["read_upload_MBps"] else None
+    bound = throughput / bytes_per_token if throughput and bytes_per_token else None
+    return {
+        "fraction": case["fraction"], "slots": case["slots"], "records": case["records"],
+        "prefill_tok_s": pre["tok_s"], "decode_tok_s": dec["tok_s"],
+        "hit_rate": (dec["hits"] + dec["late_hits"]) / demanded if demanded else None,
+        "bytes_read_per_token": bytes_per_token,
+        "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / n},
+        "read_MBps": io["read_MBps"], "upload_GBps": io["upload_GBps"], "read_upload_MBps": io["read_upload_MBps"],
+        "stream_bound_tok_s": bound,  # None: nothing was read while decoding (every pick resident)
+        "measured_over_stream_bound": dec["tok_s"] / bound if bound else None,
+    }
+
+
 def derive(raw: dict) -> dict:
     """The figures the table prints, from the entry's raw measurements."""
+    budgets = {_label(c["fraction"]): derive_streaming(c) for c in raw.get("streaming", [])}
+    if "prefill" not in raw:  # the resident case was not asked for
+        return {"budgets": budgets}
     pre, dec, per = raw["prefill"], raw["decode"], raw["per_token"]
     bw = raw["stream"]["GBps"] * 1e9
     bound_tok_s = bw / per["total"] if per["total"] else None
@@ -49,7 +122,7 @@ def derive(raw: dict) -> dict:
         "bound_tok_s": bound_tok_s,
         "achieved_GBps": achieved / 1e9,
         "measured_over_bound": dec["tok_s"] / bound_tok_s if bound_tok_s else None,
-        "budgets": {b: NOT_INTEGRATED for b in BUDGETS},
+        "budgets": budgets,
     }
     prof = raw.get("profile") or {}
     if prof.get("available"):
@@ -62,6 +135,44 @@ def derive(raw: dict) -> dict:
     return out
 
 
+def _label(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
+
+
+def _opt(x, fmt: str, none: str = "n/a") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def streaming_table(raw: dict, d: dict) -> list:
+    """The fraction cases, one column each."""
+    cases = raw.get("streaming", [])
+    if not cases:
+        return []
+    cols = [d["budgets"][_label(c["fraction"])] for c in cases]
+    w = 18
+
+    def row(name, cells):
+        return f"{name:34}" + "".join(f"{c:>{w}}" for c in cells)
+
+    lines = ["", row("experts streamed from the store", [f"pool {_label(c['fraction'])}" for c in cases]),
+             row("pool slots / experts", [f"{c['slots']} / {c['records']}" for c in cases]),
+             row("prefill tok/s", [_num(x["prefill_tok_s"], 1) for x in cols]),
+             row("decode tok/s", [_num(x["decode_tok_s"], 1) for x in cols]),
+             row("decode ms/token (median)", [f"{c['decode']['ms_median']:.3f}" for c in cases]),
+             row("hit rate (decode)", [_opt(x["hit_rate"], ".3f") for x in cols]),
+             row("bytes read per token", [_mb(x["bytes_read_per_token"]) for x in cols]),
+             row("syncs per token (prefill)", [f"{x['syncs_per_token']['prefill']:.2f}" for x in cols]),
+             row("syncs per token (decode)", [f"{x['syncs_per_token']['decode']:.2f}" for x in cols]),
+             row("store read MB/s", [_opt(x["read_MBps"], ",.1f") for x in cols]),
+             row("upload GB/s (staging ring)", [_opt(x["upload_GBps"], ",.2f") for x in cols]),
+             row("read + upload MB/s", [_opt(x["read_upload_MBps"], ",.1f") for x in cols]),
+             row("streaming bound tok/s", [_opt(x["stream_bound_tok_s"], ",.1f", "none (no reads)") for x in cols]),
+             row("measured / streaming bound", [_opt(x["measured_over_stream_bound"], ".3f") for x in cols]),
+             f"  (store {raw.get('store')}; the I/O figures: {cases[0]['io']['records']} records of "
+             f"{_mb(cases[0]['io']['record_bytes'])} read in file order, then uploaded)"]
+    return lines
+
+
 def _num(x, digits: int) -> str:
     return format(x, f",.{digits}f")
 
@@ -71,6 +182,10 @@ def _mb(n) -> str:
 
 
 def table(raw: dict, d: dict) -> str:
+    if "prefill" not in raw:
+        dev = raw["device"]
+        return "\n".join([f"device   {dev['description']}", f"streaming read (same process)     "
+                          f"{raw['stream']['GBps']:,.1f} GB/s"] + streaming_table(raw, d))
     m, dev, gb = raw["model"], raw["device"], raw["gpu_bytes"]
     per = raw["per_token"]
     cpu = PEERS["experts_on_cpu"]
@@ -89,8 +204,8 @@ def table(raw: dict, d: dict) -> str:
         f"{'llama.cpp H200, experts on CPU*':34}{'':>16}{'prefill ' + _num(cpu['prefill_tok_s'], 0):>18}",
         f"{'':34}{'':>16}{'decode ' + _num(cpu['decode_tok_s'], 1):>18}",
     ]
-    for b in BUDGETS:
-        lines.append(f"{'decode, experts budget ' + b:34}{NOT_INTEGRATED:>16}")
+    for label, x in d["budgets"].items():
+        lines.append(f"{'decode, experts budget ' + label:34}{x['decode_tok_s']:>16,.1f}")
     lines += [
         f"* {PEERS['model']}; compare only with that model",
         "",
@@ -127,7 +242,7 @@ def table(raw: dict, d: dict) -> str:
             lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
     else:
         lines.append(f"GPU time per kernel               not profiled: {prof.get('reason', 'unknown')}")
-    return "\n".join(lines)
+    return "\n".join(lines + streaming_table(raw, d))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--stream-mb", type=int, default=None,
                     help="MiB read by the bandwidth kernel (default 1024, capped by the binding limit)")
+    ap.add_argument("--budgets", default=DEFAULT_BUDGETS,
+                    help="'all' (every expert resident) and/or fractions of the experts the streamed pool holds "
+                         f"(default {DEFAULT_BUDGETS})")
+    ap.add_argument("--store-dir", type=Path, default=None,
+                    help="model store folder for the fraction cases (ingested from the GGUF once, reused when "
+                         "complete; default: a folder per model under the system temp folder)")
+    ap.add_argument("--routing", choices=ROUTINGS, default="auto", help="routing of the streamed cases")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profile")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
@@ -151,17 +273,33 @@ def main(argv) -> int:
     if args.prompt < 1 or args.decode < 1:
         print("diskformer bench: --prompt and --decode must be >= 1", file=sys.stderr)
         return 2
+    try:
+        budgets = parse_budgets(args.budgets)
+    except ValueError as exc:
+        print(f"diskformer bench: --budgets: {exc}", file=sys.stderr)
+        return 2
     if not args.model.is_file():
         print(f"diskformer bench: no such file: {args.model}", file=sys.stderr)
         return 1
     model = args.model.resolve()
+    mounts = [model.parent]
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
-           "stream_mb": args.stream_mb, "profile": not args.no_profile}
+           "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
+           "routing": args.routing}
+    if any(b != "all" for b in budgets):
+        store = (args.store_dir or default_store_dir(model)).resolve()
+        try:
+            ensure_store(model, store, log=lambda msg: print(f"store: {msg}", file=sys.stderr))
+        except Exception as exc:  # the ingest's own message says what is wrong with the file or the folder
+            print(f"diskformer bench: ingesting {model.name} into {store} failed: {exc}", file=sys.stderr)
+            return 1
+        run["store"] = str(store)
+        mounts.append(store)
     set_opts = not args.no_profile and "DAWN_OPTS" not in os.environ
     if set_opts:
         os.environ["DAWN_OPTS"] = PROFILE_DAWN_OPTS  # read by diskformer/node/run_engine.mjs
     try:
-        raw = run_in_node(ENTRY, run, mounts=[model.parent], timeout=args.timeout, echo_stderr=args.verbose)
+        raw = run_in_node(ENTRY, run, mounts=mounts, timeout=args.timeout, echo_stderr=args.verbose)
     except NodeEngineError as exc:
         msg = str(exc) if args.verbose else str(exc).splitlines()[0]
         print(f"diskformer bench: {msg}", file=sys.stderr)
@@ -169,6 +307,7 @@ def main(argv) -> int:
     finally:
         if set_opts:
             del os.environ["DAWN_OPTS"]
+    raw["store"] = run.get("store")
     result = {"raw": raw, "derived": derive(raw), "peers_llama_cpp_h200": PEERS}
     print(table(raw, result["derived"]))
     line = json.dumps(result)

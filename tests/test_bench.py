@@ -1,5 +1,6 @@
-"""`diskformer bench` in its CI form (tiny-qwen3moe, 32 prompt + 8 decoded tokens, on lavapipe) and the byte/FLOP
-accounting it divides by, checked against the model's own dimensions."""
+"""`diskformer bench` in its CI form (tiny-qwen3moe, 16 prompt + 8 decoded tokens, budgets "all" and a pool of half
+the experts streamed from a store, on lavapipe) and the byte/FLOP accounting it divides by, checked against the
+model's own dimensions."""
 import json
 import shutil
 from types import SimpleNamespace
@@ -50,22 +51,49 @@ def test_derive_divides_bytes_by_the_measured_bandwidth():
     assert d["prefill_gflops"] == pytest.approx(200.0)
     assert d["syncs_per_token"] == {"prefill": 0.25, "decode": 1.0}
     assert d["overhead_us_per_dispatch"] == pytest.approx((20.0 - 10.0) * 1e3 / 20)
-    assert d["budgets"] == {"25%": bench.NOT_INTEGRATED, "10%": bench.NOT_INTEGRATED}
+    assert d["budgets"] == {}  # no streaming case in this raw
+
+
+def test_streaming_bound_is_throughput_over_bytes_read():
+    case = {"fraction": 0.25, "slots": 32, "records": 128,
+            "prefill": {"tokens": 4, "tok_s": 20.0, "syncs": 36},
+            "decode": {"tokens": 10, "tok_s": 5.0, "syncs": 90, "hits": 30, "late_hits": 10, "misses": 40,
+                       "bytes_read": 10 * 2_000_000},
+            "io": {"read_MBps": 400.0, "upload_GBps": 1.0, "read_upload_MBps": 50.0}}
+    x = bench.derive_streaming(case)
+    assert x["bytes_read_per_token"] == 2_000_000
+    assert x["stream_bound_tok_s"] == pytest.approx(25.0)  # 50 MB/s over 2 MB per token
+    assert x["measured_over_stream_bound"] == pytest.approx(0.2)
+    assert x["hit_rate"] == pytest.approx(0.5)
+    assert x["syncs_per_token"] == {"prefill": 9.0, "decode": 9.0}
+    case["decode"]["bytes_read"] = 0  # every pick resident: no bound from the disk
+    assert bench.derive_streaming(case)["stream_bound_tok_s"] is None
+    assert bench.derive({"streaming": [case]})["budgets"]["25%"]["decode_tok_s"] == 5.0
+
+
+def test_budgets_parse_and_refuse():
+    assert bench.parse_budgets(bench.DEFAULT_BUDGETS) == ["all", 0.25, 0.1]
+    assert bench.parse_budgets("10%, all") == [0.1, "all"]
+    for bad in ("0", "1", "1.5", "half", "0.5,0.5", ""):
+        with pytest.raises(ValueError):
+            bench.parse_budgets(bad)
+    assert bench.main(["--model", "x.gguf", "--budgets", "2"]) == 2
 
 
 @needs_node
 def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
-    out = tmp_path / "bench.json"
-    rc = bench.main(["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "32", "--decode", "8",
-                     "--stream-mb", "16", "--json-out", str(out)])
+    out, store = tmp_path / "bench.json", tmp_path / "store"
+    argv = ["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "16", "--decode", "8",
+            "--stream-mb", "16", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
+    rc = bench.main(argv)
     printed = capsys.readouterr().out
     assert rc == 0
-    assert "n/a (streamer not integrated)" in printed and "bandwidth bound" in printed
+    assert "bandwidth bound" in printed and "streaming bound tok/s" in printed and "pool 50%" in printed
     res = json.loads(out.read_text())
     assert json.loads(printed.strip().splitlines()[-1]) == res
     raw, d = res["raw"], res["derived"]
     assert raw["model"]["arch"] == "qwen3moe" and raw["model"]["n_layer"] == 8
-    assert raw["prefill"]["tokens"] == 32 and raw["decode"]["tokens"] == 8
+    assert raw["prefill"]["tokens"] == 16 and raw["decode"]["tokens"] == 8
     # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
     assert 0 < d["ffi_calls_per_token"]["decode"] < 20
@@ -84,3 +112,27 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     if raw["device"]["timestamp_query"]:
         assert prof["available"] and prof["busy_us"] > 0
         assert sum(k["dispatches"] for k in prof["kinds"]) == raw["dispatches_per_token"]
+
+    # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store
+    (case,) = raw["streaming"]
+    x = d["budgets"]["50%"]
+    assert case["fraction"] == 0.5 and case["slots"] == 64 and case["records"] == 128 and case["mode"] == "partial"
+    assert case["prefill"]["tokens"] == 16 and case["decode"]["tokens"] == 8
+    dec, io = case["decode"], case["io"]
+    record = io["record_bytes"]
+    assert dec["hits"] + dec["late_hits"] + dec["misses"] > 0 and dec["misses"] > 0  # 64 slots cannot hold 128
+    assert dec["bytes_read"] == (dec["misses"] + dec["prefetch_issued"]) * record
+    assert 0 < x["hit_rate"] < 1 and x["bytes_read_per_token"] == dec["bytes_read"] / 8
+    assert x["syncs_per_token"]["decode"] >= 1  # at least the logits; a miss costs more
+    assert io["records"] == 64 and io["bytes"] == 64 * record
+    for key in ("read_MBps", "upload_GBps", "read_upload_MBps", "prefill_tok_s", "decode_tok_s", "stream_bound_tok_s"):
+        assert x[key] > 0, key
+    # read and upload one after the other: slower than either alone
+    assert x["read_upload_MBps"] < min(x["read_MBps"], 1e3 * x["upload_GBps"])
+    assert x["stream_bound_tok_s"] == pytest.approx(x["read_upload_MBps"] * 1e6 / x["bytes_read_per_token"])
+    assert 0 < x["measured_over_stream_bound"] < 2
+    # a second run reuses the complete store instead of ingesting again
+    experts = store / "experts.bin"
+    before = experts.stat().st_mtime_ns
+    bench.ensure_store(fixture_models / "tiny-qwen3moe.gguf", store)
+    assert experts.stat().st_mtime_ns == before

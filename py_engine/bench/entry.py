@@ -2,7 +2,9 @@
 as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read bandwidth in the same process.
 
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
-       "lane_cap": 16}
+       "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto"}
+"all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
+of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back); decode steps N greedy
 tokens, timing only Decoder.step (the bench's own argmax over the logits is outside the timed region).
 Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios and prints the table.
@@ -13,7 +15,7 @@ from ..engine.decoder import Decoder
 from ..engine.scoring import argmax
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from . import accounting, dispatch_profile, stream_read
+from . import accounting, dispatch_profile, stream_read, streaming
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 
@@ -66,14 +68,40 @@ def gpu_bytes(dec, header) -> dict:
 
 
 async def run(args: dict) -> dict:
+    """The resident case (budget "all") as before, then one streaming case per pool fraction in args["budgets"]
+    (those need args["store"], the model's store folder)."""
     n_prompt, n_decode = int(args.get("prompt", 512)), int(args.get("decode", 128))
     if n_prompt < 1 or n_decode < 1:
         raise ValueError("prompt and decode must be >= 1 token")
+    budgets = args.get("budgets") or ["all"]
+    fractions = [float(b) for b in budgets if b != "all"]
+    if fractions and not args.get("store"):
+        raise ValueError("the streaming cases need a model store (args['store'])")
     gpu = await open_gpu()
     pipes = Pipelines(gpu)
     mb = args.get("stream_mb")
     stream = await stream_read.measure(gpu, pipes, int(mb) << 20 if mb else None)
+    out = await run_resident(args, gpu, pipes, stream) if "all" in budgets else {
+        "device": describe(gpu), "stream": stream}
+    n_ctx = n_prompt + n_decode + WARMUP_TOKENS
+    cases = []
+    for f in fractions:
+        cases.append(await streaming.run_case(
+            gpu, pipes, args["store"], f, lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
+            args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS, args.get("routing", "auto")))
+    out["streaming"] = cases
+    return out
 
+
+def describe(gpu) -> dict:
+    return {"description": gpu.info.get("description"), "vendor": gpu.info.get("vendor"),
+            "architecture": gpu.info.get("architecture"), "fallback": gpu.info.get("isFallbackAdapter"),
+            "subgroups": [gpu.subgroup_min, gpu.subgroup_max], "max_binding": gpu.max_binding,
+            "timestamp_query": "timestamp-query" in gpu.features}
+
+
+async def run_resident(args: dict, gpu, pipes, stream) -> dict:
+    n_prompt, n_decode = int(args.get("prompt", 512)), int(args.get("decode", 128))
     n_ctx = n_prompt + n_decode + WARMUP_TOKENS
     dec = await Decoder.open(args["model"], gpu, pipes, n_ctx=n_ctx, kv_format=args.get("kv", "f16"),
                              lane_cap=int(args.get("lane_cap", 16)))
@@ -116,10 +144,7 @@ async def run(args: dict) -> dict:
         prefill_cost = tokens_cost((n_prompt + 1) / 2)
         decode_total = sum(step_ms)
         return {
-            "device": {"description": gpu.info.get("description"), "vendor": gpu.info.get("vendor"),
-                       "architecture": gpu.info.get("architecture"), "fallback": gpu.info.get("isFallbackAdapter"),
-                       "subgroups": [gpu.subgroup_min, gpu.subgroup_max], "max_binding": gpu.max_binding,
-                       "timestamp_query": "timestamp-query" in gpu.features},
+            "device": describe(gpu),
             "model": {"path": args["model"], "arch": dec.stats.get("arch"), "n_layer": cfg.n_layer,
                       "n_embd": cfg.n_embd, "n_vocab": cfg.n_vocab, "n_expert": cfg.n_expert,
                       "n_expert_used": cfg.n_expert_used, "n_kv_layers": n_kv, "kv": dec.kv_format},
