@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--budget", type=parse_budget, default=None, metavar="BYTES",
                     help="GPU budget with --store: bytes (suffix K/M/G allowed) or 'min' for the smallest allowed; "
                     "default: every expert resident")
+    ap.add_argument("--no-gpu-routing", action="store_true",
+                    help="with --store: route on the CPU, layer by layer (read each MoE layer's expert ids back, page "
+                    "them in, submit the layer), even with every expert resident; the same logits, one sync per "
+                    "layer per token")
     ap.add_argument("--ids", type=parse_ids, required=True, help="prompt token ids: JSON list or comma separated")
     ap.add_argument("--teacher-force", type=parse_ids, default=None, metavar="IDS",
                     help="feed these ids after the prompt instead of the greedy ones (k ids -> k+1 steps)")
@@ -61,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
     ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
+    ap.add_argument("--prefill-chunk", type=int, default=64, metavar="T",
+                    help="prompt tokens per batched prefill chunk (default 64; 1 = token by token)")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
     return ap
 
@@ -68,10 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
 def engine_args(args) -> tuple[dict, list]:
     """The entry's argument dict and the host folders Node must mount for it."""
     run = {"ids": args.ids, "teacher_force": args.teacher_force, "n": args.n, "top": args.top, "kv": args.kv,
-           "n_ctx": args.n_ctx}
+           "n_ctx": args.n_ctx, "prefill_chunk": args.prefill_chunk}
     if args.store is not None:
         store = args.store.resolve()
         run.update(store=str(store), budget=args.budget)
+        if args.no_gpu_routing:
+            run["routing"] = "per_layer"
         mounts = [store]
     else:
         model = Path(args.model).resolve()
@@ -92,6 +100,9 @@ def main(argv) -> int:
     if args.top < 1 or (args.n is not None and args.n < 1):
         print("diskformer run: --top and --n must be >= 1", file=sys.stderr)
         return 2
+    if args.prefill_chunk < 1:
+        print("diskformer run: --prefill-chunk must be >= 1", file=sys.stderr)
+        return 2
     if not args.ids:
         print("diskformer run: --ids is empty; give at least one prompt token", file=sys.stderr)
         return 2
@@ -100,6 +111,10 @@ def main(argv) -> int:
         return 2
     if args.budget is not None and args.store is None:
         print("diskformer run: --budget applies to --store runs (experts streamed into a pool)", file=sys.stderr)
+        return 2
+    if args.no_gpu_routing and args.store is None:
+        print("diskformer run: --no-gpu-routing applies to --store runs (a GGUF file runs with every expert "
+              "resident and routes on the GPU)", file=sys.stderr)
         return 2
     if args.store is not None and not (args.store / "manifest.json").is_file():
         print(f"diskformer run: {args.store} is not a model store (no manifest.json)", file=sys.stderr)

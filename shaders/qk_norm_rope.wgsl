@@ -1,8 +1,9 @@
 // Per-head RMSNorm (q_norm / k_norm, weight shared by all heads) then NeoX RoPE on the first n_rot dims of each
 // head, in place. NeoX pairs dims (i, i + n_rot/2) with angle pos * base^(-2i/n_rot) (llama.cpp rope mode NEOX,
-// no YaRN scaling); dims >= n_rot keep the normed value. One workgroup of 64 per head.
+// no YaRN scaling); dims >= n_rot keep the normed value. One workgroup of 64 per head; a prefill chunk adds rows
+// (workgroup y = row r at x_base + r·row_stride, position step.pos + r, with the chunk uniform bound as `step`).
 #include "step.wgsl"
-struct Params { hd: u32, n_rot: u32, eps: f32, base: f32, x_base: u32, use_norm: u32, pad0: u32, pad1: u32 }
+struct Params { hd: u32, n_rot: u32, eps: f32, base: f32, x_base: u32, use_norm: u32, row_stride: u32, pad1: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -23,7 +24,7 @@ fn reduce_angle(a: f32) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
-  let b = p.x_base + wg.x * p.hd;
+  let b = p.x_base + wg.y * p.row_stride + wg.x * p.hd;
   var inv = 1.0;
   if (p.use_norm != 0u) {
     var acc = 0.0;
@@ -42,7 +43,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     inv = 1.0 / sqrt(red[0] / f32(p.hd) + p.eps);
   }
   let half = p.n_rot / 2u;
-  let pos = f32(step.pos);
+  let pos = f32(step.pos + wg.y);
   for (var i = t; i < half; i += 64u) {
     var w0 = 1.0;
     var w1 = 1.0;

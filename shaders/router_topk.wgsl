@@ -1,6 +1,7 @@
 // MoE routing for one token, on the GPU: probabilities = softmax(logits) over n_exp <= 256 experts; pick the k
 // largest (ties to the lower expert index, like a stable descending sort); weights = the picked probabilities,
-// divided by their sum when renorm != 0 (Qwen3 norm_topk_prob). One workgroup of 256.
+// divided by their sum when renorm != 0 (Qwen3 norm_topk_prob). One workgroup of 256 per token: workgroup r
+// routes row r (logits[r·n_exp ..] -> route_ids / route_w[r·k ..]); a token's decode dispatches one.
 struct Params { n_exp: u32, k: u32, renorm: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
@@ -27,11 +28,13 @@ fn reduce_max(t: u32) {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
+  let lb = wg.x * p.n_exp;
+  let ob = wg.x * p.k;
   var v = -3.0e38;
   if (t < p.n_exp) {
-    v = logits[t];
+    v = logits[lb + t];
   }
   val[t] = v;
   idx[t] = t;
@@ -65,7 +68,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     reduce_max(t);
     let win = idx[0];
     if (t == 0u) {
-      route_ids[i] = win;
+      route_ids[ob + i] = win;
       picked[i] = val[0];
     }
     if (t == win) {
@@ -80,9 +83,9 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     }
     for (var i = 0u; i < p.k; i++) {
       if (p.renorm != 0u) {
-        route_w[i] = picked[i] / sum;
+        route_w[ob + i] = picked[i] / sum;
       } else {
-        route_w[i] = picked[i];
+        route_w[ob + i] = picked[i];
       }
     }
   }

@@ -1,7 +1,8 @@
 // The shared expert's contribution to the residual stream (llama.cpp qwen35moe build_layer_ffn):
 //   h[i] += sigmoid(Σ_j w[j]·x[j]) · y[i]
 // with x the post-attention-normed input, w = ffn_gate_inp_shexp (F32, n values) and y the shared expert's
-// output. One workgroup of 256: the gate's dot product is a workgroup tree reduction (no subgroups).
+// output. One workgroup of 256 per token row (workgroup r: x, y, h at r·n; a decode step dispatches one): the gate's
+// dot product is a workgroup tree reduction (no subgroups).
 struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -12,11 +13,12 @@ struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 var<workgroup> red: array<f32, 256>;
 
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
+  let rb = wg.x * p.n;
   var acc = 0.0;
   for (var i = t; i < p.n; i += 256u) {
-    acc += w[i] * x[i];
+    acc += w[i] * x[rb + i];
   }
   red[t] = acc;
   workgroupBarrier();
@@ -28,6 +30,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
   }
   let gate = 1.0 / (1.0 + exp(-red[0]));
   for (var i = t; i < p.n; i += 256u) {
-    h[i] += gate * y[i];
+    h[rb + i] += gate * y[rb + i];
   }
 }

@@ -66,10 +66,12 @@ def streamed(stores, fixture_models, refs_dir, tmp_path_factory):
                      "logits_out": str(out / f"{stem}.{tag}.{p['index']}.f32")}
                     for p in refs["prompts"] if p["index"] in PROMPTS]
 
-        jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "runs": runs("gguf")})
+        jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "runs": runs("gguf"), "prefill_chunk": 1})
         names.append((stem, "gguf"))
         for tag, extra in _variants(stem).items():
-            job = {"store": str(root / stem), "runs": runs(tag), "verify_pool": True, **extra}
+            # token-by-token prefill: the stats below count per-token demands (chunked prefill pages each
+            # layer's union per chunk; tests/test_prefill_node.py checks it)
+            job = {"store": str(root / stem), "runs": runs(tag), "verify_pool": True, "prefill_chunk": 1, **extra}
             if tag.startswith("min"):
                 job["max_pool_buffer"] = 3 * record
             jobs.append(job)

@@ -8,6 +8,8 @@ import struct
 import time
 
 from ..gguf import read_gguf_file
+from ..gguf.supported import check_supported
+from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, upload
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
@@ -17,9 +19,14 @@ from ..models.common import Activations, KVCache
 from ..models.qwen3moe import Qwen3Moe, Qwen3MoeConfig
 from ..models.qwen35moe import Qwen35Moe, Qwen35MoeConfig
 from .gpu_weights import WeightLoader
+from .prefill import Prefill
 from .weight_source import FileWeightSource
 
 MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig, Qwen35Moe)}
+GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels dequantise (gpu_weights.py)
+
+
+DEFAULT_PREFILL_CHUNK = 64  # prompt tokens per batched prefill chunk (prefill.py)
 
 
 class ContextFull(RuntimeError):
@@ -34,15 +41,19 @@ class Decoder:
         self.pos = 0
         self.dl = None
         self.staging = None
+        self.prefill = None  # prefill.Prefill: prompts fed in chunks of prefill.T tokens (None: token by token)
         # syncs: awaited GPU->CPU readbacks; ffi_calls: crossings from Python into JS on the token path (method
         # calls and property reads; the JS helper's own WebGPU calls are not crossings). Read by `diskformer bench`.
         self.stats = {"load_ms": 0.0, "tokens": 0, "step_ms_total": 0.0, "weights_bytes": 0, "dispatches": 0,
                       "syncs": 0, "ffi_calls": 0}
 
     @classmethod
-    async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16):
+    async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
+                   prefill_chunk=DEFAULT_PREFILL_CHUNK):
         t0 = time.perf_counter()
         header = read_gguf_file(path)
+        # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
+        check_supported(header, tensor_types=GPU_TENSOR_TYPES)
         arch = header.architecture
         if arch not in MODELS:
             raise ValueError(f"{path}: architecture {arch!r} is not supported by the GPU engine yet "
@@ -76,6 +87,7 @@ class Decoder:
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
+            dec.attach_prefill(prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
                          n_ctx=n_ctx, kv=kv_format, arch=arch)
@@ -96,6 +108,16 @@ class Decoder:
         if self.pos + len(tokens) > self.cache.n_ctx:
             raise ContextFull(f"context is full: {self.pos} + {len(tokens)} tokens > {self.cache.n_ctx} positions")
 
+    def attach_prefill(self, chunk: int):
+        """Record the batched prefill of `chunk` tokens (1: prompts go token by token through the token's list)."""
+        if chunk < 1:
+            raise ValueError(f"prefill chunk {chunk}: give 1 (token by token) or more")
+        self.prefill = Prefill.build(self, chunk) if chunk > 1 else None
+        self.stats["prefill_chunk"] = chunk
+        if self.prefill is not None:
+            self.stats["prefill_flops_per_token"] = self.prefill.flops_per_token
+            self.stats["prefill_dispatches"] = self.prefill.dl.count
+
     def feed(self, tokens) -> None:
         """Enqueue tokens whose logits are not needed (the prompt but its last token): no readback, no await."""
         tokens = [int(t) for t in tokens]
@@ -103,6 +125,12 @@ class Decoder:
             return
         self._check_tokens(tokens)
         t0 = time.perf_counter()
+        if self.prefill is not None and len(tokens) > 1:
+            self.stats["ffi_calls"] += 3 * self.prefill.feed(tokens, self.pos)  # 2 writeBuffers + replay per chunk
+            self.pos += len(tokens)
+            self.stats["tokens"] += len(tokens)
+            self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+            return
         helper().feed(self.gpu.device, self.step_buf, tokens, self.pos, self.dl.ops)
         self.stats["ffi_calls"] += 2  # .feed and the call (JS reads the ids back through a PyProxy)
         self.pos += len(tokens)
@@ -127,6 +155,8 @@ class Decoder:
         return logits
 
     def release(self):
+        if self.prefill is not None:
+            self.prefill.release()
         self.loader.release()
         self.acts.release()
         self.cache.release()

@@ -8,7 +8,8 @@ or, to batch several models and sequences into one process, {"jobs": [{"model": 
 Instead of "model", "store": FOLDER runs from a model store with the experts streamed (store_decoder.py); then
 "budget" (bytes or "min"; absent: all experts resident), "upload" ("staging" | "writebuffer"), "policy",
 "routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "pool_fraction", "max_pool_buffer" (cap one pool buffer, to split small
-pools) and "verify_pool" (check every slot afterwards).
+pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt tokens per batched prefill chunk
+(default 64; 1 = token by token), for either kind of job.
 
 Step i scores the token after the prompt plus the first i fed ids: with teacher_force of k ids there are k + 1
 steps; otherwise n greedy steps (default 1). logits_out receives every step's raw f32 logits, concatenated.
@@ -17,7 +18,7 @@ import time
 
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from .decoder import Decoder
+from .decoder import DEFAULT_PREFILL_CHUNK, Decoder
 from .scoring import argmax, top_logprobs
 
 
@@ -32,6 +33,7 @@ async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, log
     rows = [await dec.step(ids[-1])]  # waits for the whole prompt
     prefill_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
+    syncs0, ffi0 = dec.stats["syncs"], dec.stats["ffi_calls"]  # the engine's counters, for per-decoded-token figures
     if teacher_force is not None:
         for tok in teacher_force:
             rows.append(await dec.step(tok))
@@ -39,6 +41,12 @@ async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, log
         for _ in range((n or 1) - 1):
             rows.append(await dec.step(argmax(rows[-1])))
     decode_ms = (time.perf_counter() - t1) * 1e3
+    n_dec = len(rows) - 1
+    n_layer = dec.model.cfg.n_layer
+    per_token = {"syncs_per_decoded_token": (dec.stats["syncs"] - syncs0) / n_dec if n_dec else None,
+                 "js_calls_per_decoded_token": (dec.stats["ffi_calls"] - ffi0) / n_dec if n_dec else None}
+    per_token["js_calls_per_layer_per_token"] = (per_token["js_calls_per_decoded_token"] / n_layer
+                                                 if n_dec else None)
     if logits_out:
         with open(logits_out, "wb") as f:
             for r in rows:
@@ -47,7 +55,7 @@ async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, log
         "greedy_ids": [argmax(r) for r in rows],
         "steps": [{"top": top_logprobs(r, top)} for r in rows],
         "timing": {"prompt_tokens": len(ids), "prefill_ms": prefill_ms, "decode_steps": len(rows) - 1,
-                   "decode_ms": decode_ms},
+                   "decode_ms": decode_ms, **per_token},
     }
 
 
@@ -66,7 +74,7 @@ async def open_store_job(job: dict, gpu, pipelines):
         budget_bytes=budget if budget in (None, "min") else int(budget), upload=job.get("upload", "staging"),
         policy=job.get("policy", "lru"), max_pool_buffer=job.get("max_pool_buffer"),
         routing=job.get("routing", "auto"), prefetch_depth=int(job.get("prefetch_depth", 0)),
-        pool_fraction=job.get("pool_fraction"))
+        pool_fraction=job.get("pool_fraction"), prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)))
 
 
 async def run_job(job: dict, gpu, pipelines) -> dict:
@@ -74,7 +82,8 @@ async def run_job(job: dict, gpu, pipelines) -> dict:
         dec = await open_store_job(job, gpu, pipelines)
     else:
         dec = await Decoder.open(job["model"], gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
-                                 kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)))
+                                 kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)),
+                                 prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)))
     try:
         runs = []
         for r in job["runs"]:
@@ -100,7 +109,8 @@ async def run(args: dict) -> dict:
         return {"jobs": [await run_job(j, gpu, pipelines) for j in args["jobs"]], "device": device}
     run_args = {k: args.get(k) for k in ("ids", "teacher_force", "n", "top", "logits_out")}
     run_args["top"] = run_args["top"] or 5
-    job = {k: v for k, v in args.items() if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload")}
+    job = {k: v for k, v in args.items()
+           if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload", "routing", "prefill_chunk")}
     job["runs"] = [run_args]
     res = await run_job(job, gpu, pipelines)
     out = res["runs"][0]

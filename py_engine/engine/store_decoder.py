@@ -31,8 +31,9 @@ from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.common import Activations, KVCache
 from .budget import plan_budget
 from .early_stop import GuardedToken
-from .decoder import MODELS, Decoder
+from .decoder import DEFAULT_PREFILL_CHUNK, MODELS, Decoder
 from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
+from .prefill import chunk_bytes
 from .store_weights import StoreRecordReader, StoreWeightLoader, dense_gpu_bytes, open_store
 
 ROUTINGS = ("auto", "early_stop", "per_layer")
@@ -60,7 +61,8 @@ class StoreDecoder(Decoder):
     @classmethod
     async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
                          budget_bytes=None, upload="staging", ring_buffers=4, policy="lru", max_pool_buffer=None,
-                         reader=None, routing="auto", prefetch_depth=0, pool_fraction=None, auto_threshold=0.25):
+                         reader=None, routing="auto", prefetch_depth=0, pool_fraction=None, auto_threshold=0.25,
+                         prefill_chunk=DEFAULT_PREFILL_CHUNK):
         if routing not in ROUTINGS:
             raise ValueError(f"routing {routing!r}: use one of {', '.join(ROUTINGS)}")
         t0 = time.perf_counter()
@@ -91,7 +93,8 @@ class StoreDecoder(Decoder):
         work = (acts_bytes - state + 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16
                 + 4 * cfg.n_vocab + 256 + 4 * cfg.n_expert_used * cfg.n_layer
                 + guard_args_allowance(cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer)
-                + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, upload, ring_buffers))
+                + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, upload, ring_buffers)
+                + chunk_bytes(model, prefill_chunk))
         plan = plan_budget(budget_bytes, dense=dense_gpu_bytes(manifest),
                            kv_state=kv_cache_bytes(n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format) + state,
                            work=work, record_bytes=record, n_layers=cfg.n_layer, n_experts=cfg.n_expert,
@@ -125,16 +128,20 @@ class StoreDecoder(Decoder):
                 dec.kern.finish(dec.dl)
             else:
                 dec.guarded = GuardedToken(gpu, dec.kern, dec.dl, pool, acts["logits"], cfg.n_vocab)
-        if not plan.full and routing != "early_stop":
+            dec.attach_prefill(prefill_chunk)  # the chunk's expert products read the same pool and slot map
+        if routing == "per_layer" or (not plan.full and routing != "early_stop"):
             dec._cut_segments()  # after finish(): the slices copy the finished residency checks
-        dec.routing = "gpu" if plan.full else routing
+        # per_layer asked for explicitly keeps the CPU in the routing loop even with every expert resident
+        # (`diskformer run --no-gpu-routing`): the same logits, n_layers + 1 syncs per token
+        dec.routing = "per_layer" if routing == "per_layer" else ("gpu" if plan.full else routing)
         dec.auto_threshold = auto_threshold
         dec._miss_rate = 1.0  # a fresh pool misses everywhere
         dec._pending = []
         dec._prev_ids = {}
         used = {"dense": loader.bytes_planned, "kv_state": cache.nbytes + state, "activations": acts.nbytes - state,
                 "staging": 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16, "pool": pool.nbytes,
-                "early_stop": dec.guarded.gpu_bytes if dec.guarded is not None else 0}
+                "early_stop": dec.guarded.gpu_bytes if dec.guarded is not None else 0,
+                "prefill": dec.prefill.nbytes if dec.prefill is not None else 0}
         used["total"] = sum(used.values())
         if dec.guarded is not None and 2 * dec.guarded.args_bytes > guard_args_allowance(
                 cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer):
@@ -165,7 +172,7 @@ class StoreDecoder(Decoder):
         self._pending.clear()
 
     def feed(self, tokens) -> None:
-        if self.plan.full:
+        if self.routing == "gpu":
             return super().feed(tokens)
         tokens = [int(t) for t in tokens]
         self._check_tokens(tokens)
@@ -175,11 +182,15 @@ class StoreDecoder(Decoder):
 
     async def step(self, token: int) -> array.array:
         self.stats["steps"] += 1
-        if self.plan.full:
+        if self.routing == "gpu":
             return await super().step(token)
         self._check_tokens([token])
         t0 = time.perf_counter()
         pending, self._pending = self._pending, []
+        if self.prefill is not None and len(pending) > 1:  # batched: one routed-ids readback per chunk and layer
+            await self.prefill.run_streamed([t for t, _ in pending], pending[0][1], self.stats)
+            self.stats["tokens"] += len(pending)
+            pending = []
         for t, p in pending:
             await self._run_token(t, p, want_logits=False)
         data = await self._run_token(token, self.pos, want_logits=True)

@@ -1,0 +1,120 @@
+"""Launchers of the prefill-chunk kernels (shaders/gemm.wgsl, expert_gemm.wgsl, moe_group.wgsl, *_rows.wgsl,
+gdn_*_chunk.wgsl): like kernels.py, each records dispatches into a DispatchList through a `Kernels` instance (its
+pipelines and parameter buffers). Every dispatch is sized for the recorded chunk of T rows; the chunk uniform
+(shaders/chunk.wgsl: rows in use n <= T, position of row 0) is written once per chunk, so one recorded list
+serves every chunk, the last short one included.
+"""
+from .kernels import GpuMatrix
+
+GEMM_ROWS, GEMM_TOKENS = 64, 32  # the tile of shaders/gemm_tile.wgsl
+ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
+
+
+class ChunkKernels:
+    def __init__(self, kern, chunk_uniform, T: int):
+        self.kern = kern
+        self.chunk = chunk_uniform
+        self.T = T
+        self.flops = 0  # multiply-adds × 2 of one full chunk's GEMMs (dense + the routed picks), for GFLOP/s
+
+    def _rec(self, dl, name, consts, binds, groups, label):
+        self.kern._record(dl, name, consts, binds, groups, label)
+
+    def gemm(self, dl, w: GpuMatrix, x, y, x_stride, y_stride, x_base=0, y_base=0, accumulate=False, label=""):
+        """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
+        row band)."""
+        nb = w.cols // 32
+        for row0, n, bufs in w.bands:
+            params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate), 0,
+                                       label=label)
+            groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + GEMM_TOKENS - 1) // GEMM_TOKENS)
+            self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt}, {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups,
+                      label or w.name)
+        self.flops += 2 * w.rows * w.cols * self.T
+
+    def expert_gemm(self, dl, pool, rows, k, x, y, grouped, slot_map, map_base, n_exp, mask, x_stride, x_div,
+                    pool_buffers=None, layout=None, label=""):
+        """y[pick·rows + r] = W_expert(pick)[r]·x[(pick / x_div)·x_stride ..] over the grouped picks. `pool`: a
+        GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
+        pool's buffers and layout (one dispatch per pool buffer)."""
+        nb = pool.cols // 32
+        blk_v = 2 if pool.fmt == "q8" else 8
+        groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
+        if pool_buffers is None:
+            if len(pool.bands) != 1:
+                raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
+            targets = [(0, ALL_SLOTS, rows * nb * blk_v, rows * nb, 0, 0, pool.bands[0][2])]
+        else:
+            stride = layout.slot_stride
+            targets = []
+            for b, buf in enumerate(pool_buffers):
+                bufs = {3: buf, 4: buf} if pool.fmt == "q8" else {3: buf, 4: self.kern.placeholder()}
+                targets.append((b, layout.slots_per_buffer, stride // 16, stride // 2, pool.codes_off // 16,
+                                pool.scales_off // 2, bufs))
+        for b, spb, cstride, sstride, coff, soff, bufs in targets:
+            params = self.kern._params("16I", rows, nb, 0, x_stride, x_div, map_base, n_exp, b, spb, cstride, sstride,
+                                       coff, soff, 0, 0, 0, label=label)
+            self._rec(dl, "expert_gemm.wgsl", {"WFMT": pool.fmt},
+                      {0: params, 1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
+                      f"{label or pool.name}@{b}")
+        self.flops += 2 * rows * pool.cols * k * self.T
+
+    def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd"):
+        for row0, n, bufs in table.bands:
+            params = self.kern._params("4I", table.cols, row0, n, 0)
+            self._rec(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.chunk, 2: y, **bufs, 5: ids},
+                      ((table.cols + 255) // 256, self.T), label)
+
+    def rmsnorm(self, dl, x, w, y, n, eps, label="rmsnorm"):
+        self.kern.rmsnorm(dl, x, w, y, n, eps, rows=self.T, label=label)
+
+    def qk_norm_rope(self, dl, x, norm_w, n_heads, hd, n_rot, eps, base, row_stride, label="qk_norm_rope"):
+        """shaders/qk_norm_rope.wgsl over the chunk's rows: the chunk uniform holds pos0 where Step holds pos."""
+        use_norm = norm_w is not None
+        params = self.kern._params("IIffIIII", hd, n_rot, eps, base, 0, int(use_norm), row_stride, 0)
+        norm = norm_w if use_norm else self.kern.placeholder()
+        self._rec(dl, "qk_norm_rope.wgsl", {}, {0: params, 1: self.chunk, 2: norm, 3: x}, (n_heads, self.T), label)
+
+    def kv_append(self, dl, src, k_cache, v_cache, n, k_base, v_base, src_stride, label="kv_append"):
+        params = self.kern._params("4I", n, k_base, v_base, src_stride)
+        self._rec(dl, "kv_append_rows.wgsl", {"KV": self.kern.kv_format},
+                  {0: params, 1: self.chunk, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, self.T), label)
+
+    def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, q_stride, out_stride,
+                  label="attention"):
+        if hd % 2 or hd > 256 or n_head % n_kv_head:
+            raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
+        params = self.kern._params("IIIfIIII", n_head, n_kv_head, hd, scale, q_stride, out_stride, 0, 0)
+        self._rec(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format},
+                  {0: params, 1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out}, (n_head, self.T), label)
+
+    def router_topk(self, dl, logits, route_ids, route_w, n_exp, k, label="router_topk"):
+        if n_exp > 256 or k > 64 or k > n_exp:
+            raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
+        params = self.kern._params("4I", n_exp, k, 1, 0)
+        self._rec(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (self.T, 1), label)
+
+    def moe_group(self, dl, route_ids, grouped, k, n_exp, label="moe_group"):
+        params = self.kern._params("4I", k, n_exp, 0, 0)
+        self._rec(dl, "moe_group.wgsl", {}, {0: params, 1: self.chunk, 2: route_ids, 3: grouped}, (1, 1), label)
+
+    def moe_combine(self, dl, route_w, y, h, n, k, label="moe_combine"):
+        params = self.kern._params("4I", n, k, 0, 0)
+        self._rec(dl, "moe_combine_rows.wgsl", {}, {0: params, 1: self.chunk, 2: route_w, 3: y, 4: h},
+                  ((n + 255) // 256, self.T), label)
+
+    def gdn_conv(self, dl, x, conv_w, window, y, n_channels, kernel_size, label="ssm_conv"):
+        params = self.kern._params("4I", n_channels, kernel_size, n_channels, n_channels)
+        self._rec(dl, "gdn_conv_chunk.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: conv_w, 4: window, 5: y},
+                  ((n_channels + 255) // 256, 1), label)
+
+    def gdn_recurrent(self, dl, qkv, gates, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
+                      label="delta_net"):
+        q_base, k_base = 0, n_k_heads * dk
+        v_base = 2 * n_k_heads * dk
+        qkv_stride = 2 * n_k_heads * dk + n_v_heads * dv
+        params = self.kern._params("7If4I", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, qkv_stride,
+                                   2 * n_v_heads, n_v_heads * dv, 0, label=label)
+        self._rec(dl, "gdn_recurrent_chunk.wgsl", {},
+                  {0: params, 1: self.chunk, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out},
+                  ((dv + 63) // 64, n_v_heads), label)

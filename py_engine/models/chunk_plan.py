@@ -1,0 +1,114 @@
+"""The prefill chunk's plan: the per-token plans of qwen3moe.py / qwen35moe.py with every token row of a chunk
+going through each layer together (shaders of py_engine/gpu/chunk_kernels.py). Row-major chunk buffers: row t of a
+buffer holding m values per token starts at t·m.
+
+`record_chunk` returns the cut points the streamed pool needs: per MoE layer (layer, index after its grouping
+dispatch = where the CPU reads the routed ids back, index after its expert products), so the list can run whole
+(every expert resident) or layer by layer with the union of the chunk's experts paged in between.
+"""
+from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
+
+
+def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):
+    """Causal GQA attention of the chunk's rows (q/k norm + RoPE, K/V appended first); h += attn_output(...)."""
+    kern = ck.kern
+    hd, nh, nkv, e = cfg.head_dim, cfg.n_head, cfg.n_head_kv, cfg.n_embd
+    if gated:  # qwen35moe: the q projection yields [query | gate] per head
+        ck.gemm(dl, w["attn_q"], b["xn"], b["qg"], e, 2 * nh * hd, label=f"Qcur_full-{i}")
+        attn_q_split(kern, dl, b["qg"], b["q"], nh * ck.T, hd, label=f"Qcur-{i}")
+    else:
+        ck.gemm(dl, w["attn_q"], b["xn"], b["q"], e, nh * hd, label=f"Qcur-{i}")
+    ck.gemm(dl, w["attn_k"], b["xn"], b["kv"], e, 2 * nkv * hd, label=f"Kcur-{i}")
+    ck.gemm(dl, w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd, y_base=nkv * hd, label=f"Vcur-{i}")
+    ck.qk_norm_rope(dl, b["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, nh * hd,
+                    label=f"Qcur_rope-{i}")
+    ck.qk_norm_rope(dl, b["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, 2 * nkv * hd,
+                    label=f"Kcur_rope-{i}")
+    ck.kv_append(dl, b["kv"], cache_k, cache_v, nkv * hd, 0, nkv * hd, 2 * nkv * hd, label=f"kv_store-{i}")
+    ck.attention(dl, b["q"], cache_k, cache_v, b["attn"], nh, nkv, hd, hd ** -0.5, nh * hd, nh * hd,
+                 label=f"kqv_out-{i}")
+    if gated:
+        attn_output_gate(kern, dl, b["qg"], b["attn"], nh * ck.T, hd, label=f"attn_gated-{i}")
+    ck.gemm(dl, w["attn_output"], b["attn"], b["h"], nh * hd, e, accumulate=True, label=f"attn_out-{i}")
+
+
+def _delta_net(ck, dl, b, w, cfg, window, state, i):
+    """Gated DeltaNet over the chunk: projections as GEMMs, conv and recurrence one dispatch each (sequential in the
+    chunk's rows inside the kernel), gated norm over all rows' heads, h += ssm_out(...)."""
+    e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
+    ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}")
+    ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}")
+    ck.gemm(dl, w["ssm_beta"], b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta-{i}")
+    ck.gemm(dl, w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}")
+    ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
+                label=f"conv_output_silu-{i}")
+    ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
+                     cfg.ssm_n_group, nv, cfg.ssm_d_state, dv, cfg.rms_eps, label=f"attn_output-{i}")
+    # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
+    gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"], nv * ck.T, dv,
+                   cfg.rms_eps, label=f"final_output-{i}")
+    ck.gemm(dl, w["ssm_out"], b["delta_normed"], b["h"], cfg.ssm_d_inner, e, accumulate=True,
+            label=f"linear_attn_out-{i}")
+
+
+def _moe_route(ck, dl, b, w, cfg, i):
+    """xn = ffn_norm(h); router logits; top-k per row; the picks grouped by expert (read back here when paging)."""
+    e = cfg.n_embd
+    ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, cfg.rms_eps, label=f"ffn_norm-{i}")
+    ck.gemm(dl, w["ffn_gate_inp"], b["xn"], b["router"], e, cfg.n_expert, label=f"ffn_moe_logits-{i}")
+    ck.router_topk(dl, b["router"], b["route_ids"], b["route_w"], cfg.n_expert, cfg.n_expert_used,
+                   label=f"ffn_moe_topk-{i}")
+    ck.moe_group(dl, b["route_ids"], b["grouped"], cfg.n_expert_used, cfg.n_expert, label=f"ffn_moe_group-{i}")
+
+
+def _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool):
+    """gate/up over each expert's picks (x = the pick's token row), SiLU·up, down (x = the pick's own row)."""
+    e, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
+    kw = {"pool_buffers": pool.buffers, "layout": pool.layout} if pool is not None else {}
+    common = (b["grouped"], slot_map, i * cfg.n_expert, cfg.n_expert, b["mask"])
+    for name, out in (("ffn_gate_exps", "gate"), ("ffn_up_exps", "up")):
+        ck.expert_gemm(dl, w[name], ffn, k, b["xn"], b[out], *common, x_stride=e, x_div=k,
+                       label=f"ffn_moe_{out}-{i}", **kw)
+    ck.kern.silu_mul(dl, b["gate"], b["up"], b["act"], ck.T * k * ffn, label=f"ffn_moe_swiglu-{i}")
+    ck.expert_gemm(dl, w["ffn_down_exps"], e, k, b["act"], b["down"], *common, x_stride=ffn, x_div=1,
+                   label=f"ffn_moe_down-{i}", **kw)
+
+
+def _shared_expert(ck, dl, b, w, cfg, i):
+    e, fs = cfg.n_embd, cfg.n_ff_shexp
+    ck.gemm(dl, w["ffn_gate_shexp"], b["xn"], b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}")
+    ck.gemm(dl, w["ffn_up_shexp"], b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}")
+    ck.kern.silu_mul(dl, b["shexp_gate"], b["shexp_up"], b["shexp_act"], ck.T * fs, label=f"ffn_shexp_swiglu-{i}")
+    ck.gemm(dl, w["ffn_down_shexp"], b["shexp_act"], b["shexp_out"], fs, e, label=f"ffn_shexp-{i}")
+    params = ck.kern._params("4I", e, 0, 0, 0, label=f"ffn_shexp_gated-{i}")
+    ck._rec(dl, "shared_expert_gate.wgsl", {},
+            {0: params, 1: b["xn"], 2: w["ffn_gate_inp_shexp"], 3: b["shexp_out"], 4: b["h"]}, (ck.T, 1),
+            f"ffn_shexp_gated-{i}")
+
+
+def record_chunk(ck, dl, model, b, acts, cache, slot_map, pool=None) -> list:
+    """The whole chunk from the token ids to every layer's output rows in b["h"] (no logits: the prompt's last
+    token runs through the per-token plan). Returns [(layer, after_group, after_experts)]."""
+    cfg = model.cfg
+    hybrid = model.arch == "qwen35moe"
+    ck.embed(dl, model.token_embd, b["ids"], b["h"])
+    cuts = []
+    for i, w in enumerate(model.layers):
+        if hybrid:
+            ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}")
+            if cfg.recurrent[i]:
+                _delta_net(ck, dl, b, w, cfg, acts[f"conv_window.{i}"], acts[f"ssm_state.{i}"], i)
+            else:
+                kv = model.kv_index[i]
+                _attention(ck, dl, b, w, cfg, cache.k[kv], cache.v[kv], i, gated=True)
+        else:
+            ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}")
+            _attention(ck, dl, b, w, cfg, cache.k[i], cache.v[i], i, gated=False)
+        _moe_route(ck, dl, b, w, cfg, i)
+        after_group = dl.count
+        _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool)
+        cuts.append((i, after_group, dl.count))
+        ck.moe_combine(dl, b["route_w"], b["down"], b["h"], cfg.n_embd, cfg.n_expert_used, label=f"ffn_moe_out-{i}")
+        if hybrid:
+            _shared_expert(ck, dl, b, w, cfg, i)
+    return cuts

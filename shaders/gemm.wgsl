@@ -1,0 +1,54 @@
+// Prefill GEMM: Y[t·y_stride + y_base + r] (+)= W[r] · X[t·x_stride + x_base ..] for the chunk's token rows
+// t < n and the weight rows r < rows of one matrix (or row band). Workgroups: (row tiles of 64, token tiles of
+// 32). Weights: Q8_0 planes or F32 (WFMT), dequantised into workgroup memory once per tile; f32 accumulation.
+#include "chunk.wgsl"
+struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, y_base: u32, y_stride: u32, accumulate: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<uniform> chunk: Chunk;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+#include "gemm_w_{{WFMT}}.wgsl"
+
+var<private> row0: u32;
+var<private> tok0: u32;
+
+fn w_block(r: u32, b: u32) -> vec2<u32> {
+  let blk = (row0 + r) * p.nb + b;
+  return vec2<u32>(blk * BLK_V, blk);
+}
+
+fn x_index(t: u32, col: u32) -> i32 {
+  if (tok0 + t >= chunk.n) {
+    return -1;
+  }
+  return i32((tok0 + t) * p.x_stride + p.x_base + col);
+}
+
+#include "gemm_tile.wgsl"
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  row0 = wg.x * TR;
+  tok0 = wg.y * TT;
+  if (wg.y * TT >= chunk.n) {  // not tok0: a private variable does not count as uniform for the barriers
+    return;
+  }
+  let rows_here = min(TR, p.rows - row0);
+  let acc = tile_product(lid.x, p.nb, rows_here);
+  let tr = lid.x % 16u;
+  let tt = lid.x / 16u;
+  for (var a = 0u; a < 4u; a++) {
+    for (var c = 0u; c < 2u; c++) {
+      let r = tr + 16u * a;
+      let t = tok0 + tt + 16u * c;
+      if (r < rows_here && t < chunk.n) {
+        let i = t * p.y_stride + p.y_base + row0 + r;
+        if (p.accumulate != 0u) {
+          y[i] += acc[a * 2u + c];
+        } else {
+          y[i] = acc[a * 2u + c];
+        }
+      }
+    }
+  }
+}

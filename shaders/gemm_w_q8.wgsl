@@ -1,0 +1,18 @@
+// Q8_0 weights for the tiled GEMMs: a code plane read as vec4<u32> (a 32-weight block = 2 vec4) and an f16 scale
+// plane (two per u32). `cv` is the vec4 index where the block's codes start, `sh` the index of its f16 scale.
+@group(0) @binding(3) var<storage, read> w_codes: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> w_scales: array<u32>;
+const BLK_V: u32 = 2u;  // vec4 words per block
+
+// Weights 8q .. 8q + 8 of the block, dequantised (code · scale, exact in f32).
+fn w_eighth(cv: u32, sh: u32, q: u32) -> array<vec4<f32>, 2> {
+  let c = w_codes[cv + (q >> 1u)];
+  let s = unpack2x16float(w_scales[sh >> 1u])[sh & 1u];
+  var lo = c.x;
+  var hi = c.y;
+  if ((q & 1u) == 1u) {
+    lo = c.z;
+    hi = c.w;
+  }
+  return array<vec4<f32>, 2>(vec4<f32>(unpack4xI8(lo)) * s, vec4<f32>(unpack4xI8(hi)) * s);
+}
