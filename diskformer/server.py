@@ -5,8 +5,8 @@ Routes (GET/HEAD only, everything else 405):
   /shaders/<file>      shaders/                /py_engine/<p>   engine sources, read-only
   /pyodide/<file>      vendor/pyodide/         /wheels/<file>   vendor/wheels/ (micropip)
   /wheels/py_engine-0.1.0-py3-none-any.whl     the engine wheel, built in memory from py_engine/ + shaders/
-  /models/<name>       the models folder (CORS open, HTTP Range)
-  /api/models          JSON [{name, size, mtime}] of the *.gguf files in the models folder
+  /models/<name>       the models folder, then the built-in demo model(s) in demo/ (CORS open, HTTP Range)
+  /api/models          JSON [{name, size, mtime, builtin}] of the *.gguf files /models/ serves
   /api/engine          JSON {wheel, etag, size} of the current engine wheel
 
 Every response carries COOP/COEP/CORP so the page is cross-origin isolated (SharedArrayBuffer, precise timers) and
@@ -76,9 +76,12 @@ def _error(status: int, message: str, headers=None) -> Response:
 class Host:
     """The whole site as one ASGI endpoint: routing on the raw path's first segment, then a vetted file."""
 
-    def __init__(self, repo_root, models_dir):
+    def __init__(self, repo_root, models_dir, builtin_dir=None):
         self.repo_root = Path(repo_root)
         self.models_dir = Path(models_dir) if models_dir is not None else None
+        # The built-in demo model ships in demo/: always served, so the page chats offline with nothing downloaded.
+        # A file of the same name in the models folder wins.
+        self.builtin_dir = Path(builtin_dir) if builtin_dir is not None else self.repo_root / "demo"
         self.wheels = engine_wheel.WheelCache(self.repo_root)
         root = self.repo_root
         self.roots = {
@@ -129,10 +132,19 @@ class Host:
         else:
             root, parts = self.web, (segments or ["index.html"])
         try:
-            path, st = await anyio.to_thread.run_sync(resolve_file, root, parts)
+            path, st = await anyio.to_thread.run_sync(self.resolve, head, root, parts)
         except NotServed as e:
             return _error(404, f"not found: {e}", extra)
         return file_response(request, path, st, extra)
+
+    def resolve(self, head, root, parts):
+        """A vetted file; /models/<name>.gguf falls back to the built-in folder (top-level GGUFs only)."""
+        try:
+            return resolve_file(root, parts)
+        except NotServed:
+            if head != "models" or len(parts) != 1 or not parts[0].endswith(".gguf"):
+                raise
+            return resolve_file(self.builtin_dir, parts)
 
     def model_preflight(self, request: Request) -> Response:
         """CORS preflight for /models/ (a suffix Range like `bytes=-n` is not a CORS-safelisted header)."""
@@ -147,18 +159,28 @@ class Host:
         })
 
     def list_models(self) -> list:
-        """Every *.gguf under the models folder (subfolders too) that /models/<name> would actually serve."""
-        if self.models_dir is None or not self.models_dir.is_dir():
+        """Every *.gguf that /models/<name> would actually serve: the models folder's (subfolders too), sorted by
+        name, then the built-in ones it does not shadow (`builtin: true`)."""
+        found = self._list_folder(self.models_dir, recursive=True)
+        taken = {m["name"] for m in found}
+        builtin = [{**m, "builtin": True} for m in self._list_folder(self.builtin_dir, recursive=False)
+                   if m["name"] not in taken]
+        return found + builtin
+
+    @staticmethod
+    def _list_folder(folder, recursive) -> list:
+        if folder is None or not folder.is_dir():
             return []
         found = []
-        paths = (Path(d, f) for d, _, files in os.walk(self.models_dir) for f in files if f.endswith(".gguf"))
+        walk = os.walk(folder) if recursive else [(folder, None, [p.name for p in folder.iterdir()])]
+        paths = (Path(d, f) for d, _, files in walk for f in files if f.endswith(".gguf"))
         for path in paths:  # os.walk does not descend into symlinked folders, so a link loop cannot trap it
-            name = path.relative_to(self.models_dir).as_posix()
+            name = path.relative_to(folder).as_posix()
             try:
-                _, st = resolve_file(self.models_dir, split_raw_path(("/" + name).encode("utf-8")))
+                _, st = resolve_file(folder, split_raw_path(("/" + name).encode("utf-8")))
             except (NotServed, BadRequestPath):
                 continue  # hidden, a directory, or a symlink leading out of the folder: not served, not listed
-            found.append({"name": name, "size": st.st_size, "mtime": st.st_mtime})
+            found.append({"name": name, "size": st.st_size, "mtime": st.st_mtime, "builtin": False})
         return sorted(found, key=lambda m: m["name"])
 
 
@@ -167,9 +189,10 @@ async def _server_error(request, exc) -> Response:
     return PlainTextResponse(f"500 internal error: {type(exc).__name__}\n", status_code=500, headers=ISOLATION_HEADERS)
 
 
-def create_app(models_dir=None, repo_root=REPO_ROOT) -> Starlette:
-    """The ASGI app; `repo_root` is the folder holding web/, shaders/, py_engine/ and vendor/."""
-    host = Host(repo_root, models_dir)
+def create_app(models_dir=None, repo_root=REPO_ROOT, builtin_dir=None) -> Starlette:
+    """The ASGI app; `repo_root` is the folder holding web/, shaders/, py_engine/, vendor/ and demo/ (the built-in
+    models; `builtin_dir` overrides it)."""
+    host = Host(repo_root, models_dir, builtin_dir)
     app = Starlette(
         routes=[Route("/{path:path}", endpoint=host)],
         middleware=[Middleware(IsolationHeaders)],
@@ -226,7 +249,8 @@ def main(argv=None) -> int:
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"diskformer: serving on http://{shown}:{port}/", flush=True)
-    print(f"diskformer: models from {os.fspath(models_dir) if models_dir else '(none; pass --models DIR)'}", flush=True)
+    print(f"diskformer: models from {os.fspath(models_dir) if models_dir else '(none; pass --models DIR)'}"
+          f", plus the built-in demo model", flush=True)
 
     config = uvicorn.Config(create_app(models_dir), log_level="warning", access_log=args.access_log,
                             lifespan="off", http="h11")

@@ -403,6 +403,53 @@ def test_api_models_lists_served_ggufs(client):
     assert all(isinstance(m["mtime"], float) for m in listed.values())
 
 
+def test_builtin_models_are_served_and_listed_after_the_models_folder(tmp_path, repo):
+    builtin = tmp_path / "demo"
+    (builtin / "sub").mkdir(parents=True)
+    (builtin / "demo-model.gguf").write_bytes(b"GGUF-demo-bytes")
+    (builtin / "data.gguf").write_bytes(b"shadowed by the models folder")
+    (builtin / "README.md").write_text("not a model")
+    (builtin / ".hidden.gguf").write_bytes(b"hidden")
+    (builtin / "sub" / "deep.gguf").write_bytes(b"only top-level built-ins")
+    (builtin / "escape.gguf").symlink_to(repo / "secret.txt")
+    for models_dir in (repo / "models", None):
+        server = LiveServer(create_app(models_dir=models_dir, repo_root=repo, builtin_dir=builtin))
+        try:
+            with httpx.Client(base_url=server.url, timeout=10) as c:
+                listed = c.get("/api/models").json()
+                names = [m["name"] for m in listed]
+                own = ["big.gguf", "data.gguf", "empty.gguf", "sub/tiny.gguf"] if models_dir else []
+                builtins = ["demo-model.gguf"] if models_dir else ["data.gguf", "demo-model.gguf"]
+                assert names == own + builtins  # the folder's first, then the built-in ones it does not shadow
+                assert [m["builtin"] for m in listed] == [False] * len(own) + [True] * len(builtins)
+                assert listed[-1]["size"] == len(b"GGUF-demo-bytes")
+                r = c.get("/models/demo-model.gguf", headers={"Range": "bytes=5-"})
+                assert r.status_code == 206 and r.content == b"demo-bytes"
+                assert r.headers["access-control-allow-origin"] == "*"
+                assert_isolated(r.headers)
+                data = c.get("/models/data.gguf")
+                if models_dir:
+                    assert data.content == (repo / "models" / "data.gguf").read_bytes()
+                else:
+                    assert data.content == b"shadowed by the models folder"
+            for target in (b"/models/README.md", b"/models/.hidden.gguf", b"/models/sub/deep.gguf",
+                           b"/models/escape.gguf", b"/models/%2e%2e/demo/demo-model.gguf", b"/demo/demo-model.gguf"):
+                status, headers, body = raw_request(server.port, target)
+                assert status in (400, 404), target
+                assert SECRET not in body
+                assert_isolated(headers)
+        finally:
+            server.close()
+
+
+def test_the_repo_ships_its_demo_model_as_builtin():
+    host = create_app(models_dir=None).state.host
+    listed = host.list_models()
+    demo = [m for m in listed if m["builtin"]]
+    assert [m["name"] for m in demo] == ["diskformer-demo-qwen35moe-q8_0.gguf"]
+    assert demo[0]["size"] == (REPO / "demo" / "diskformer-demo-qwen35moe-q8_0.gguf").stat().st_size
+
+
 def check_wheel(data: bytes) -> dict:
     """Open wheel bytes, verify every RECORD hash and size; return {name: bytes}."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
@@ -486,7 +533,9 @@ def test_serve_command_prints_url_and_serves(tmp_path):
             else:
                 assert page.status_code == 404  # web/ is not written yet: the host still answers
             assert_isolated(page.headers)
-            assert c.get("/api/models").json()[0]["name"] == "m.gguf"
+            listed = c.get("/api/models").json()
+            assert listed[0]["name"] == "m.gguf" and not listed[0]["builtin"]
+            assert [m["name"] for m in listed[1:] if m["builtin"]] == ["diskformer-demo-qwen35moe-q8_0.gguf"]
             assert c.get("/models/m.gguf", headers={"Range": "bytes=4-"}).content == b"0123"
             check_wheel(c.get(WHEEL_URL).content)
     finally:

@@ -6,6 +6,7 @@
 // Readable by tests and from the console: window.diskformer.chat.state.
 
 import { renderMarkdown } from './markdown.js';
+import { PINNED_MODELS } from './pinned_models.js';
 import { defaultBudgetMiB, loadOptionsFrom, loadSettings, samplingFrom, saveSettings } from './settings.js';
 
 const $ = (id) => document.getElementById(id);
@@ -45,6 +46,9 @@ export class Chat {
     this.limits = selftest?.limits ?? {};
     this.fallbackBudgetMiB = defaultBudgetMiB(this.limits);
     this.settings = loadSettings();
+    // nothing chosen yet (a first visit): the built-in demo model is preselected, with the settings it was made for
+    this.firstVisit = this.settings.model === '';
+    this.quotaWarned = null; // the source a storage warning was shown for: a second Load goes ahead
     this.file = null; // the picked or dropped File
     this.state = {
       phase: 'idle', // idle | loading | ready | generating
@@ -91,6 +95,7 @@ export class Chat {
 
   clearError() {
     this.state.error = null;
+    delete $('chat-error').dataset.kind;
     $('chat-error').hidden = true;
     $('chat-error').replaceChildren();
   }
@@ -113,7 +118,17 @@ export class Chat {
     const options = [];
     if (served.length) {
       const group = el('optgroup', { label: 'Served by this host' });
-      for (const m of served) group.append(el('option', { value: `served:${m.name}` }, `${m.name} (${formatBytes(m.size)})`));
+      for (const m of served) {
+        const label = m.builtin ? `${m.name} (built-in demo, ${formatBytes(m.size)})` : `${m.name} (${formatBytes(m.size)})`;
+        group.append(el('option', { value: `served:${m.name}` }, label));
+      }
+      options.push(group);
+    }
+    if (PINNED_MODELS.length) {
+      const group = el('optgroup', { label: 'Download (pinned hub files)' });
+      for (const m of PINNED_MODELS) {
+        group.append(el('option', { value: `pinned:${m.id}` }, `${m.label} (${m.size ? formatBytes(m.size) : m.size_note ?? 'size unknown'})`));
+      }
       options.push(group);
     }
     const stored = (this.state.models?.stored ?? []).filter((m) => m.complete);
@@ -128,9 +143,68 @@ export class Chat {
     select.replaceChildren(...options);
     const wanted = this.settings.model;
     const values = [...select.options].map((o) => o.value);
-    select.value = values.includes(wanted) && (wanted !== 'file' || this.file) ? wanted : values[0];
+    const demo = served.find((m) => m.builtin);
+    const fallback = demo ? `served:${demo.name}` : values[0];
+    select.value = values.includes(wanted) && (wanted !== 'file' || this.file) ? wanted : fallback;
+    if (this.firstVisit && demo) this.#useDemoSettings();
+    this.firstVisit = false;
     select.disabled = false;
     this.#sourceChanged(false);
+  }
+
+  // The demo model answers from its training text: greedy and without a thinking block, as in demo/README.md.
+  #useDemoSettings() {
+    this.#saveSetting('thinking', false);
+    this.#saveSetting('temperature', 0);
+    this.#saveSetting('maxTokens', 128);
+    this.#showSettings();
+  }
+
+  // The stored folder a source would land in (store/app folder_name: '/' flattens to '__').
+  #storedFor(kind) {
+    let name = null;
+    if (kind.startsWith('served:')) name = kind.slice('served:'.length);
+    else if (kind.startsWith('pinned:')) name = pinnedFor(kind)?.file;
+    else if (kind === 'file' && this.file) name = this.file.name;
+    if (!name) return null;
+    return (this.state.models?.stored ?? []).find((m) => m.name === name.replaceAll('/', '__')) ?? null;
+  }
+
+  // What a Load of the current source would have to write to the store, when that is known (0: stored already).
+  #bytesToStore() {
+    const kind = $('model-select').value;
+    if (this.settings.loadPath !== 'store' || kind.startsWith('stored:')) return 0;
+    const stored = this.#storedFor(kind);
+    if (stored?.complete) return 0;
+    let size = null;
+    if (kind.startsWith('served:')) size = this.state.models?.served?.find((m) => `served:${m.name}` === kind)?.size;
+    else if (kind.startsWith('pinned:')) size = pinnedFor(kind)?.size;
+    else if (kind === 'file') size = this.file?.size;
+    return Number.isFinite(size) ? size - (stored?.bytes ?? 0) : null;
+  }
+
+  // Before a download into the store: warn when the browser's storage estimate says it will not fit. The warning
+  // shows once per source; pressing Load again tries anyway (estimates are rough, and space may have been freed).
+  async #storageFits() {
+    const need = this.#bytesToStore();
+    const kind = $('model-select').value;
+    if (!need || !navigator.storage?.estimate || this.quotaWarned === kind) return true;
+    let estimate;
+    try {
+      estimate = await navigator.storage.estimate();
+    } catch {
+      return true; // no estimate: nothing to warn about
+    }
+    const available = (estimate.quota ?? Infinity) - (estimate.usage ?? 0);
+    if (need <= available) return true;
+    this.quotaWarned = kind;
+    const err = new Error(`this model needs ${formatBytes(need)} in this browser's storage, and about ` +
+      `${formatBytes(Math.max(0, available))} is available. Free some space (Remove from disk below, or the ` +
+      'browser\'s site data), switch the load path to "direct" in Settings, or press Load again to try anyway.');
+    err.name = 'StorageQuota';
+    this.showError(err, 'not enough storage');
+    $('chat-error').dataset.kind = 'quota';
+    return false;
   }
 
   #fillStored() {
@@ -140,8 +214,12 @@ export class Chat {
     if (!stored.length) return box.replaceChildren();
     const list = el('ul');
     for (const m of stored) {
-      const li = el('li', { 'data-model': m.name }, `${m.name} — ${formatBytes(m.bytes)}${m.complete ? '' : ' (incomplete)'} `);
-      const rm = el('button', { type: 'button', class: 'small' }, 'Remove');
+      const total = m.source?.size;
+      const partial = Number.isFinite(total) ? ` (download interrupted: ${formatBytes(m.bytes)} of ${formatBytes(total)}` +
+        ' stored; Load it from the same source to resume)' : ' (incomplete: Load it from the same source to resume)';
+      const li = el('li', { 'data-model': m.name, 'data-complete': String(!!m.complete) },
+        `${m.name} — ${formatBytes(m.bytes)}${m.complete ? '' : partial} `);
+      const rm = el('button', { type: 'button', class: 'small remove' }, 'Remove from disk');
       rm.addEventListener('click', () => this.removeStored(m.name));
       li.append(rm);
       list.append(li);
@@ -169,7 +247,7 @@ export class Chat {
     const kind = $('model-select').value;
     if (kind === 'url') return /^https?:\/\/\S+$|^\/\S+$/.test($('model-url').value.trim());
     if (kind === 'file') return this.file !== null;
-    return kind.startsWith('served:') || kind.startsWith('stored:');
+    return kind.startsWith('served:') || kind.startsWith('stored:') || kind.startsWith('pinned:');
   }
 
   #sourceChanged(save = true) {
@@ -181,6 +259,16 @@ export class Chat {
     if (this.state.phase !== 'loading' && this.state.phase !== 'generating') {
       $('load-btn').disabled = !this.#sourceReady();
     }
+    if (this.state.phase === 'idle') $('model-info').textContent = this.#sourceNote(kind);
+  }
+
+  // A line under the picker: where a Load of this source will take its bytes from.
+  #sourceNote(kind) {
+    if (this.settings.loadPath !== 'store' || kind.startsWith('stored:')) return '';
+    const stored = this.#storedFor(kind);
+    if (stored?.complete) return 'stored in this browser: Load reads it from disk, no download';
+    if (stored) return 'a download of this model was interrupted: Load resumes it';
+    return kind.startsWith('served:') || kind.startsWith('pinned:') ? 'Load stores it in this browser once, then reads it from disk' : '';
   }
 
   #source() {
@@ -188,6 +276,10 @@ export class Chat {
     if (kind === 'url') return { kind: 'url', url: $('model-url').value.trim() };
     if (kind === 'file') return { kind: 'file', file: this.file };
     if (kind.startsWith('stored:')) return { kind: 'stored', name: kind.slice('stored:'.length) };
+    if (kind.startsWith('pinned:')) {
+      const m = pinnedFor(kind);
+      return m.sha256 ? { kind: 'url', url: m.url, sha256: m.sha256 } : { kind: 'url', url: m.url };
+    }
     return { kind: 'served', name: kind.slice('served:'.length) };
   }
 
@@ -206,6 +298,7 @@ export class Chat {
   async load() {
     if (!this.#sourceReady() || this.state.phase === 'loading' || this.state.phase === 'generating') return;
     this.clearError();
+    if (!(await this.#storageFits())) return;
     const source = this.#source();
     const options = loadOptionsFrom(this.settings, this.fallbackBudgetMiB);
     this.state.loadEvents = [];
@@ -219,9 +312,10 @@ export class Chat {
         this.#showProgress(ev);
       });
       this.state.loaded = info;
+      const fromDisk = this.state.loadEvents.some((e) => e.stage === 'stored') ? ' · loaded from disk, no download' : '';
       $('model-info').textContent = `${info.name} · ${info.arch} · ${info.n_ctx} tokens context · ` +
         `${formatBytes(info.gpu_bytes)} on the GPU · experts ${info.experts} · ${info.path} path · ` +
-        `loaded in ${formatSeconds(info.load_seconds)}`;
+        `loaded in ${formatSeconds(info.load_seconds)}${fromDisk}`;
       $('load-progress').hidden = true;
       $('diagnostics').open = false;
       this.newChat(false);
@@ -230,8 +324,9 @@ export class Chat {
       $('prompt').focus();
     } catch (err) {
       $('load-progress').hidden = true;
-      this.showError(err, 'loading the model');
       this.#setPhase('idle');
+      if (options.path === 'store' || source.kind === 'stored') await this.refreshModels(); // e.g. a partial download
+      this.showError(err, 'loading the model');
     }
   }
 
@@ -257,8 +352,11 @@ export class Chat {
     if (this.state.phase === 'generating') return;
     this.state.conversation = [];
     this.state.lastResult = null;
+    const demo = this.state.models?.served?.some((m) => m.builtin && m.name === this.state.loaded?.name);
     $('messages').replaceChildren(el('p', { class: 'empty muted' },
-      this.state.loaded ? `${this.state.loaded.name} is ready: ask something.` : 'Load a model, then ask something.'));
+      !this.state.loaded ? 'Load a model, then ask something.'
+        : demo ? `${this.state.loaded.name} is ready. It knows the docstrings of Python's standard library: ` +
+          'ask e.g. "What does os.path.join do?"' : `${this.state.loaded.name} is ready: ask something.`));
     if (tellEngine && this.state.loaded) {
       this.client.request('reset').catch((err) => this.showError(err, 'new chat'));
     }
@@ -523,6 +621,10 @@ async function copyText(text, button) {
   }
   button.textContent = 'Copied';
   setTimeout(() => { button.textContent = 'Copy'; }, 1500);
+}
+
+function pinnedFor(kind) {
+  return PINNED_MODELS.find((m) => `pinned:${m.id}` === kind) ?? null;
 }
 
 export function startChat(client, selftest) {

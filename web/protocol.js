@@ -14,7 +14,7 @@ export const REQUEST = Object.freeze({ BOOT: 'boot', SELFTEST: 'selftest' });
 export const RESPONSE = Object.freeze({ PROGRESS: 'progress', READY: 'ready', RESULT: 'result', ERROR: 'error' });
 
 // Error codes the page reacts to (anything else is shown as a plain error).
-export const CODE = Object.freeze({ NO_WEBGPU: 'no-webgpu', WORKER_FAILED: 'worker-failed' });
+export const CODE = Object.freeze({ NO_WEBGPU: 'no-webgpu', WORKER_FAILED: 'worker-failed', DEVICE_LOST: 'device-lost' });
 
 export const NO_WEBGPU_MESSAGE =
   'WebGPU is not available in this browser. Use Chrome/Chromium 113+ (on Linux start it with ' +
@@ -49,5 +49,6 @@ export function errorResponse(id, err, code = null) {
   const message = isPython ? lines[lines.length - 1] : text;
   const stack = isPython ? text : String(err?.stack ?? text);
   if (!code && NO_WEBGPU_ERRORS.has(errorType)) code = CODE.NO_WEBGPU;
+  if (!code && errorType === 'DeviceLost') code = CODE.DEVICE_LOST; // py_engine.app.errors: the page offers Load again
   return { type: RESPONSE.ERROR, id, message, errorType, code, stack };
 }

@@ -2,7 +2,7 @@
 boot.handle_request). A handler marked `streaming` also gets `progress`, a callable posting progress events for the
 request's id (py_engine/app/progress.py).
 
-    models                                   -> {served: [{name, size}], stored: [...], loaded, store_error}
+    models                                   -> {served: [{name, size, builtin}], stored: [...], loaded, store_error}
     load     {source, options}               progress {stage, message, bytes, total, rate, eta} -> load info
     generate {messages, thinking, sampling, max_tokens}
                                              progress {kind: 'delta', channel, text} -> {text, thinking,
@@ -65,7 +65,7 @@ async def _served_models() -> list:
     if not response.ok:
         raise RuntimeError(f"GET /api/models failed: HTTP {response.status}")
     listed = (await response.json()).to_py()
-    return [{"name": m["name"], "size": m["size"]} for m in listed]
+    return [{"name": m["name"], "size": m["size"], "builtin": bool(m.get("builtin"))} for m in listed]
 
 
 @streaming

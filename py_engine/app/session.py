@@ -102,7 +102,8 @@ class Session:
     async def load(self, source: dict, options: dict = None, progress=no_progress) -> dict:
         """Load a model. source: {kind: 'served' | 'url' | 'file' | 'stored' | 'path', name | url | file | path};
         options: {budget_bytes, n_ctx, kv: 'f16' | 'f32', path: 'store' | 'direct'}. Progress events:
-        {stage: 'header' | 'verify' | 'download' | 'gpu' | 'ready', message, bytes, total, rate, eta}."""
+        {stage: 'header' | 'verify' | 'download' | 'stored' | 'gpu' | 'ready', message, bytes, total, rate, eta}
+        ('stored': the store already held it complete, nothing was downloaded)."""
         options = dict(options or {})
         source = dict(source or {})
         if self._abort is not None:
@@ -199,6 +200,8 @@ class Session:
             if folder not in await storage.models():
                 raise BadModelFile(f"no stored model named {folder!r}")
             name = folder
+            from ..store.manifest import load_manifest
+            store_load.stored_progress(progress, await load_manifest(storage.sink(folder)))
         else:
             if source.get("kind") == "path":
                 from ..store.local import FileSource
@@ -214,7 +217,9 @@ class Session:
             except ValueError as e:
                 raise BadModelFile(f"{name}: {e}") from None
             self._check_tokenizer(name, header)
-            await store_load.ingest_into(storage, folder, src, progress, self.store_lock)
+            # a pinned source carries its sha256: the ingest checks it (else it records the hash it computed)
+            await store_load.ingest_into(storage, folder, src, progress, self.store_lock,
+                                         expected_sha256=source.get("sha256") or None)
         progress({"stage": "gpu", "message": "uploading the weights to the GPU"})
         gpu = await self._gpu()
         header, decoder = await store_load.open_stored(storage, folder, gpu, self.pipelines, n_ctx, kv, budget)

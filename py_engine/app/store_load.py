@@ -17,18 +17,44 @@ def folder_name(name: str) -> str:
     return safe
 
 
-async def ingest_into(storage, folder, src, progress, lock=None):
-    """Stream `src` into storage's `folder` (resuming a partial one); returns the completed manifest."""
+FROM_DISK_MESSAGE = "already stored in this browser: loaded from disk, nothing downloaded"
+
+
+async def ingest_into(storage, folder, src, progress, lock=None, expected_sha256=None):
+    """Stream `src` into storage's `folder` (resuming a partial one); returns the completed manifest. A folder that
+    already holds this source complete costs no download: the page is told so (stage 'stored')."""
+    moved = []
+
     def on_progress(p):
+        moved.append(p.done)
         progress({"stage": "verify" if p.phase == "rehash" else "download",
                   "message": "checking what is already stored" if p.phase == "rehash" else "storing the model",
                   "bytes": p.done, "total": p.total, "rate": p.rate, "eta": p.eta})
 
     sink = storage.sink(folder)
-    if lock is None:
-        return await ingest(src, sink, progress=on_progress)
-    async with lock(folder):
-        return await ingest(src, sink, progress=on_progress)
+    try:
+        if lock is None:
+            manifest = await ingest(src, sink, expected_sha256=expected_sha256, progress=on_progress)
+        else:
+            async with lock(folder):
+                manifest = await ingest(src, sink, expected_sha256=expected_sha256, progress=on_progress)
+    finally:
+        # OPFS allows one sync access handle per file: an interrupted ingest that kept its handles would make the
+        # next Load (the resume) fail, and the engine opens the folder afresh anyway
+        close = getattr(sink, "close", None)
+        if close is not None:
+            close()
+    if not moved:
+        stored_progress(progress, manifest)
+    return manifest
+
+
+def stored_progress(progress, manifest=None):
+    size = (manifest or {}).get("source", {}).get("size")
+    event = {"stage": "stored", "message": FROM_DISK_MESSAGE}
+    if size:
+        event.update(bytes=size, total=size)
+    progress(event)
 
 
 async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
