@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool `run`, carry .gpu-carry .gl .whl): the benchmarks of docs/benchmarks.md.
+#   bash .gpu-carry/run_bench.sh [LAYERS]      (default 8: the file llama.cpp's peer figures were measured on)
+set -u
+source .gpu-carry/setup_env.sh
+L=${1:-8}
+M="$MODELS/real$L-qwen35moe.gguf"
+[ -f "$M.done" ] || { python3 .gpu-carry/make_tiny.py --arch qwen35moe --preset real --layers "$L" --out "$M" >/dev/null && touch "$M.done"; }
+python3 -m diskformer.cli bench-uploads --count 64
+python3 -m diskformer.cli bench --model "$M" --budgets all
+python3 -m diskformer.cli bench --model "$M" --budgets 0.25,0.10 --prompt 64 --decode 32 --no-profile --store-dir "$MODELS/stores"
