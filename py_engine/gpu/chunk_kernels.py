@@ -48,7 +48,7 @@ class ChunkKernels:
             stride = layout.slot_stride
             targets = []
             for b, buf in enumerate(pool_buffers):
-                bufs = {3: buf, 4: buf} if pool.fmt == "q8" else {3: buf, 4: self.kern.placeholder()}
+                bufs = {3: buf, 4: buf} if pool.fmt == "q8" else {3: buf}  # f32 weights bind no scale plane
                 targets.append((b, layout.slots_per_buffer, stride // 16, stride // 2, pool.codes_off // 16,
                                 pool.scales_off // 2, bufs))
         for b, spb, cstride, sstride, coff, soff, bufs in targets:
