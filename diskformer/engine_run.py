@@ -10,22 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from .commands.ids_args import add_step_arguments, step_arguments_error
 from .node_engine import NodeEngineError, run_in_node
 
 ENTRY = "py_engine.engine.node_entry:run"
-
-
-def parse_ids(text: str) -> list:
-    """A JSON list ("[1, 2]") or comma/space separated ids ("1,2,3")."""
-    text = text.strip()
-    try:
-        values = json.loads(text) if text.startswith("[") else text.replace(",", " ").split()
-        ids = [int(v) for v in values]
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"not a list of token ids: {text!r} (use [1,2,3] or 1,2,3)") from None
-    if any(i < 0 for i in ids):
-        raise argparse.ArgumentTypeError(f"token ids must be >= 0: {text!r}")
-    return ids
 
 
 def parse_budget(text: str):
@@ -57,11 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --store: route on the CPU, layer by layer (read each MoE layer's expert ids back, page "
                     "them in, submit the layer), even with every expert resident; the same logits, one sync per "
                     "layer per token")
-    ap.add_argument("--ids", type=parse_ids, required=True, help="prompt token ids: JSON list or comma separated")
-    ap.add_argument("--teacher-force", type=parse_ids, default=None, metavar="IDS",
-                    help="feed these ids after the prompt instead of the greedy ones (k ids -> k+1 steps)")
-    ap.add_argument("--n", type=int, default=None, help="number of greedy steps (default 1; not with --teacher-force)")
-    ap.add_argument("--top", type=int, default=5, help="log-probabilities to print per step (default 5)")
+    add_step_arguments(ap)
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
     ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
@@ -94,17 +78,12 @@ def engine_args(args) -> tuple[dict, list]:
 
 def main(argv) -> int:
     args = build_parser().parse_args(argv)
-    if args.teacher_force is not None and args.n is not None:
-        print("diskformer run: use either --teacher-force or --n, not both", file=sys.stderr)
-        return 2
-    if args.top < 1 or (args.n is not None and args.n < 1):
-        print("diskformer run: --top and --n must be >= 1", file=sys.stderr)
+    usage_error = step_arguments_error(args)
+    if usage_error:
+        print(f"diskformer run: {usage_error}", file=sys.stderr)
         return 2
     if args.prefill_chunk < 1:
         print("diskformer run: --prefill-chunk must be >= 1", file=sys.stderr)
-        return 2
-    if not args.ids:
-        print("diskformer run: --ids is empty; give at least one prompt token", file=sys.stderr)
         return 2
     if (args.model is None) == (args.store is None):
         print("diskformer run: give either a GGUF file or --store DIR", file=sys.stderr)

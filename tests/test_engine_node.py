@@ -11,8 +11,8 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from diskformer.node_engine import run_in_node
 from diskformer.reference import protocol
+from node_helpers import engine_logits, run_teacher_forced
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -23,15 +23,7 @@ JOBS = [("micro-qwen3moe-f32", "f32"), ("micro-qwen3moe-f32", "f16"), ("micro-qw
 @pytest.fixture(scope="module")
 def engine_runs(fixture_models, refs_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("engine_logits")
-    jobs = []
-    for stem, kv in JOBS:
-        refs = protocol.load_refs(stem, refs_dir)
-        runs = [{"ids": p["prompt_ids"], "teacher_force": p["greedy_ids"][:-1], "top": 5,
-                 "logits_out": str(out / f"{stem}.{kv}.{p['index']}.f32")} for p in refs["prompts"]]
-        jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "kv": kv, "runs": runs})
-    result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[fixture_models, out],
-                         timeout=600)
-    return out, result
+    return out, run_teacher_forced(JOBS, fixture_models, refs_dir, out, timeout=600)
 
 
 ROUTING_TIE = 1e-5  # top-k boundary gap (in router probability) below which either choice is correct
@@ -70,7 +62,7 @@ def metrics_for(stem, kv, out, refs_dir, model_dir=None):
     n_vocab = protocol.load_step0_logits(stem, 0, refs_dir).size
     metrics = []
     for p in refs["prompts"]:
-        rows = np.fromfile(out / f"{stem}.{kv}.{p['index']}.f32", dtype="<f4").reshape(-1, n_vocab)
+        rows = engine_logits(out, stem, kv, p["index"], n_vocab)
         assert rows.shape[0] == len(p["steps"])
         if model_dir is not None:
             rows = rows[:max(1, steps_before_routing_tie(model_dir / f"{stem}.gguf", p))]

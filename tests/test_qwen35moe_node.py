@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from diskformer import cli
-from diskformer.node_engine import run_in_node
 from diskformer.reference import layers, protocol
 from diskformer.reference.model import ReferenceModel
 from diskformer.reference.options import Options
+from node_helpers import engine_logits, run_teacher_forced
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -39,19 +39,7 @@ ROUTING_TIE = 1e-6  # a top-k boundary gap (router probability) an f32 engine ma
 @pytest.fixture(scope="module")
 def engine_runs(fixture_models, refs_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qwen35moe_logits")
-    jobs = []
-    for stem, kv in JOBS:
-        refs = protocol.load_refs(stem, refs_dir)
-        runs = [{"ids": p["prompt_ids"], "teacher_force": p["greedy_ids"][:-1], "top": 5,
-                 "logits_out": str(out / f"{stem}.{kv}.{p['index']}.f32")} for p in refs["prompts"]]
-        jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "kv": kv, "runs": runs})
-    result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[fixture_models, out],
-                         timeout=900)
-    return out, result
-
-
-def engine_logits(out, stem, kv, index, n_vocab):
-    return np.fromfile(out / f"{stem}.{kv}.{index}.f32", dtype="<f4").reshape(-1, n_vocab)
+    return out, run_teacher_forced(JOBS, fixture_models, refs_dir, out, timeout=900)
 
 
 @pytest.mark.parametrize("stem,kv", JOBS)

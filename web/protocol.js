@@ -39,14 +39,24 @@ export function result(id, value) {
   return { type: RESPONSE.RESULT, id, value };
 }
 
+// The exception's own text: from its "Type: ..." line to the end of the traceback (a message may span lines, e.g.
+// WebGPU validation errors, whose last line alone says only where it happened).
+function pythonMessage(text, errorType) {
+  const lines = text.trim().split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const head = lines[i].split(':', 1)[0];
+    if (lines[i].includes(':') && (head === errorType || head.endsWith(`.${errorType}`))) return lines.slice(i).join('\n');
+  }
+  return lines[lines.length - 1];
+}
+
 // A Python exception arrives as Pyodide's PythonError: `type` is the exception class name and `message` the whole
-// traceback. The readable message is the traceback's last line; the traceback itself travels as `stack`.
+// traceback. The readable message is the exception's own text (above); the traceback travels as `stack`.
 export function errorResponse(id, err, code = null) {
   const errorType = err?.type ?? err?.name ?? 'Error';
   const text = String(err?.message ?? err);
   const isPython = err?.constructor?.name === 'PythonError' || text.startsWith('Traceback (most recent call last)');
-  const lines = text.trim().split('\n');
-  const message = isPython ? lines[lines.length - 1] : text;
+  const message = isPython ? pythonMessage(text, errorType) : text;
   const stack = isPython ? text : String(err?.stack ?? text);
   if (!code && NO_WEBGPU_ERRORS.has(errorType)) code = CODE.NO_WEBGPU;
   if (!code && errorType === 'DeviceLost') code = CODE.DEVICE_LOST; // py_engine.app.errors: the page offers Load again

@@ -11,29 +11,14 @@ import sys
 
 import numpy as np
 
-
-def parse_ids(text: str) -> list:
-    """A JSON list ("[1, 2]") or comma/space separated ids ("1,2,3")."""
-    text = text.strip()
-    try:
-        values = json.loads(text) if text.startswith("[") else [v for v in text.replace(",", " ").split()]
-        ids = [int(v) for v in values]
-    except (ValueError, TypeError):
-        raise argparse.ArgumentTypeError(f"not a list of token ids: {text!r} (use [1,2,3] or 1,2,3)") from None
-    if any(i < 0 for i in ids):
-        raise argparse.ArgumentTypeError(f"token ids must be >= 0: {text!r}")
-    return ids
+from ..commands.ids_args import add_step_arguments, step_arguments_error
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="diskformer reference", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="a qwen3moe or qwen35moe GGUF file")
-    ap.add_argument("--ids", type=parse_ids, required=True, help="prompt token ids: JSON list or comma separated")
-    ap.add_argument("--teacher-force", type=parse_ids, default=None, metavar="IDS",
-                    help="feed these ids after the prompt instead of the greedy ones (k ids -> k+1 steps)")
-    ap.add_argument("--n", type=int, default=None, help="number of greedy steps (default 1; not with --teacher-force)")
-    ap.add_argument("--top", type=int, default=5, help="log-probabilities to print per step (default 5)")
+    add_step_arguments(ap)
     ap.add_argument("--f32", action="store_true", help="compute in float32 (default float64)")
     ap.add_argument("--q8-act", action="store_true",
                     help="emulate ggml's Q8_0 quantisation of the activations entering Q8_0 matrices")
@@ -52,14 +37,9 @@ def top_logprobs(logits, k: int) -> list:
 
 def main(argv) -> int:
     args = build_parser().parse_args(argv)
-    if args.teacher_force is not None and args.n is not None:
-        print("diskformer reference: use either --teacher-force or --n, not both", file=sys.stderr)
-        return 2
-    if args.top < 1 or (args.n is not None and args.n < 1):
-        print("diskformer reference: --top and --n must be >= 1", file=sys.stderr)
-        return 2
-    if not args.ids:
-        print("diskformer reference: --ids is empty; give at least one prompt token", file=sys.stderr)
+    usage_error = step_arguments_error(args)
+    if usage_error:
+        print(f"diskformer reference: {usage_error}", file=sys.stderr)
         return 2
 
     from .model import ReferenceModel

@@ -9,13 +9,11 @@ Prefill feeds P tokens (P - 1 without readback, then one step that reads the log
 tokens, timing only Decoder.step (the bench's own argmax over the logits is outside the timed region).
 Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios and prints the table.
 """
-import time
 
 from ..engine.decoder import Decoder
-from ..engine.scoring import argmax
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from . import accounting, dispatch_profile, stream_read, streaming
+from . import accounting, dispatch_profile, stream_read, streaming, timing
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 
@@ -113,20 +111,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             await dec.step(t)
         dec.reset()
 
-        c0 = counters(dec)
-        t0 = time.perf_counter()
-        dec.feed(ids[:-1])
-        logits = await dec.step(ids[-1])
-        prefill_ms = (time.perf_counter() - t0) * 1e3
-        c1 = counters(dec)
-
-        step_ms = []
-        for _ in range(n_decode):
-            tok = argmax(logits)
-            t = time.perf_counter()
-            logits = await dec.step(tok)
-            step_ms.append((time.perf_counter() - t) * 1e3)
-        c2 = counters(dec)
+        prefill_ms, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(dec, ids, n_decode, counters)
 
         prof = await dispatch_profile.profile(dec) if args.get("profile", True) else {"available": False,
                                                                                        "reason": "not asked"}

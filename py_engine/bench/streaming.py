@@ -9,11 +9,11 @@ misses, bytes read) and the syncs taken between the phases. The host derives the
 import time
 from pathlib import Path
 
-from ..engine.scoring import argmax
 from ..engine.store_decoder import StoreDecoder
 from ..gpu.buffers import COPY_DST, storage_buffer
 from ..gpu.staging_ring import StagingRing
 from ..store.local import DirectorySink
+from .timing import time_prefill_and_decode
 
 IO_RECORDS = 64  # records read and uploaded for the throughput figures (fewer when the store holds fewer)
 IO_SCRATCH_SLOTS = 4  # the uploads cycle over this many record-sized places of one buffer
@@ -81,20 +81,7 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
             await dec.step(t)
         dec.reset()
 
-        s0 = _snapshot(dec)
-        t0 = time.perf_counter()
-        dec.feed(ids[:-1])
-        logits = await dec.step(ids[-1])
-        prefill_ms = (time.perf_counter() - t0) * 1e3
-        s1 = _snapshot(dec)
-
-        step_ms = []
-        for _ in range(n_decode):
-            tok = argmax(logits)
-            t = time.perf_counter()
-            logits = await dec.step(tok)
-            step_ms.append((time.perf_counter() - t) * 1e3)
-        s2 = _snapshot(dec)
+        prefill_ms, step_ms, (s0, s1, s2) = await time_prefill_and_decode(dec, ids, n_decode, _snapshot)
         decode_ms = sum(step_ms)
         plan = dec.plan
         return {

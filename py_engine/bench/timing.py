@@ -1,0 +1,25 @@
+"""The timed part of a bench case, shared by the resident (entry.py) and streaming (streaming.py) cases."""
+import time
+
+from ..engine.scoring import argmax
+
+
+async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
+    """Prefill `ids` (the last one stepped, for its logits), then `n_decode` greedy steps, timing each.
+
+    Returns (prefill_ms, step_ms, (before, after_prefill, after_decode)): `snapshot(dec)` taken around each phase,
+    so the caller can count what each phase did (syncs, FFI calls, bytes read)."""
+    s0 = snapshot(dec)
+    t0 = time.perf_counter()
+    dec.feed(ids[:-1])
+    logits = await dec.step(ids[-1])
+    prefill_ms = (time.perf_counter() - t0) * 1e3
+    s1 = snapshot(dec)
+
+    step_ms = []
+    for _ in range(n_decode):
+        tok = argmax(logits)
+        t = time.perf_counter()
+        logits = await dec.step(tok)
+        step_ms.append((time.perf_counter() - t) * 1e3)
+    return prefill_ms, step_ms, (s0, s1, snapshot(dec))
