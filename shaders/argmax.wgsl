@@ -1,39 +1,35 @@
-// Index of the largest of n values (ties to the lower index): greedy decoding without reading the logits back.
-struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
+// Argmax, pass 1 of 2: workgroup g reduces x[g·PER .. (g+1)·PER) ∩ [0, n) to (largest value, its lowest index) in
+// part[2g] (f32 bits), part[2g + 1] (index); argmax_final.wgsl reduces the partials. Many workgroups share the
+// scan, so a 250k-entry vocabulary is read at memory speed, not by one workgroup. Ties go to the lower index.
+struct Params { n: u32, per: u32, pad0: u32, pad1: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> part: array<u32>;
 
+const NONE: u32 = 0xffffffffu;
 var<workgroup> val: array<f32, 256>;
 var<workgroup> idx: array<u32, 256>;
+#include "argmax_reduce.wgsl"
 
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
+  let g = wg.y * ng.x + wg.x;
+  let lo = g * p.per;
+  let hi = min(p.n, lo + p.per);
   var bv = -3.4e38;
-  var bi = 0xffffffffu;
-  for (var i = t; i < p.n; i += 256u) {
+  var bi = NONE;
+  for (var i = lo + t; i < hi; i += 256u) {
     let v = x[i];
-    if (v > bv || bi == 0xffffffffu) {   // strided scan visits indices in increasing order: '>' keeps the lower
+    if (bi == NONE || v > bv) {   // this lane visits indices in increasing order: '>' keeps the lower
       bv = v;
       bi = i;
     }
   }
-  val[t] = bv;
-  idx[t] = bi;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      let b = val[t + s];
-      let a = val[t];
-      if (idx[t + s] != 0xffffffffu && (idx[t] == 0xffffffffu || b > a || (b == a && idx[t + s] < idx[t]))) {
-        val[t] = b;
-        idx[t] = idx[t + s];
-      }
-    }
-    workgroupBarrier();
-  }
-  if (t == 0u) {
-    out[0] = idx[0];
+  reduce_argmax(t, bv, bi);
+  if (t == 0u && lo < p.n) {
+    part[2u * g] = bitcast<u32>(val[0]);
+    part[2u * g + 1u] = idx[0];
   }
 }

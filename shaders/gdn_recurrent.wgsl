@@ -6,10 +6,11 @@
 //   beta   = sigmoid(beta_raw[h]);  g = softplus(alpha_raw[h] + dt_bias[h]) · ssm_a[h]
 //   S     *= exp(g);  d = beta · (v − Sᵀk);  S += k ⊗ d;  o = Sᵀq
 // S of a head is dk × dv, stored key-major (state[h][i][j], i = key index, j = value index) so that neighbouring
-// invocations (neighbouring j) read neighbouring words. Each invocation owns one value column j of S: the update
-// of a column needs only that column, so no synchronisation is needed after the shared q/k set-up.
+// invocations (neighbouring j) read neighbouring words. A workgroup of 256 covers 32 value columns j; the 8 lanes
+// of a column split its key rows (i ≡ slice mod 8) and keep them in registers between the two passes, so each lane
+// walks dk / 8 rows instead of all dk twice (a long chain of dependent loads per lane was what bounded the kernel).
 // Position 0 starts a sequence: the stored S is read as zeros (no clearing pass).
-// Workgroups: (ceil(dv / 64), n_v_heads). Correct for any subgroup size (no subgroup operations).
+// Workgroups: (ceil(dv / 32), n_v_heads). Correct for any subgroup size (no subgroup operations).
 #include "step.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,
@@ -24,12 +25,16 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;  // o[h * dv + j]
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
+const COLS: u32 = 32u;                 // value columns per workgroup
+const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
 const MAX_DK: u32 = 256u;
+const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
 var<workgroup> q_sh: array<f32, MAX_DK>;
 var<workgroup> k_sh: array<f32, MAX_DK>;
 var<workgroup> red_q: array<f32, WG>;
 var<workgroup> red_k: array<f32, WG>;
+var<workgroup> part: array<f32, WG>;
 
 fn softplus(x: f32) -> f32 {
   // log(1 + e^x); above 20 it equals x in f32 (and e^x would overflow further up)
@@ -39,7 +44,20 @@ fn softplus(x: f32) -> f32 {
   return log(1.0 + exp(x));
 }
 
-@compute @workgroup_size(64)
+// Sum of `v` over the SLICES lanes of this lane's column (every lane gets it).
+fn column_sum(v: f32, t: u32) -> f32 {
+  part[t] = v;
+  workgroupBarrier();
+  let col = t % COLS;
+  var s = 0.0;
+  for (var k = 0u; k < SLICES; k++) {
+    s += part[k * COLS + col];
+  }
+  workgroupBarrier();
+  return s;
+}
+
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
   let h = wg.y;
@@ -67,33 +85,47 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let q_scale = 1.0 / (max(sqrt(red_q[0]), p.eps) * sqrt(f32(p.dk)));
   let k_scale = 1.0 / max(sqrt(red_k[0]), p.eps);
 
-  let j = wg.x * WG + t;
-  if (j >= p.dv) {
-    return;
-  }
+  let j = wg.x * COLS + t % COLS;
+  let slice = t / COLS;
+  let live = j < p.dv;                 // lanes past dv still take part in the barriers
   let beta = 1.0 / (1.0 + exp(-gates[h]));
   let decay = exp(softplus(gates[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
   let sb = h * p.dk * p.dv + j;
   let fresh = step.pos == 0u;
 
-  // Sᵀk for column j, after the decay
+  // this lane's rows of column j, decayed; and their part of Sᵀk
+  // (constant trip counts, so a compiler can unroll and keep `rows` in registers)
+  var rows: array<f32, MAX_ROWS>;
   var s_k = 0.0;
-  if (!fresh) {
-    for (var i = 0u; i < p.dk; i++) {
-      s_k += state[sb + i * p.dv] * k_sh[i];
-    }
-  }
-  s_k *= decay * k_scale;
-  let d = (qkv[p.v_base + h * p.dv + j] - s_k) * beta;
-  var o = 0.0;
-  for (var i = 0u; i < p.dk; i++) {
+  for (var r = 0u; r < MAX_ROWS; r++) {
+    let i = slice + r * SLICES;
     var s = 0.0;
-    if (!fresh) {
-      s = state[sb + i * p.dv] * decay;
+    if (i < p.dk) {
+      if (live && !fresh) {
+        s = state[sb + i * p.dv] * decay;
+      }
+      s_k += s * k_sh[i];
     }
-    s += k_sh[i] * k_scale * d;
-    state[sb + i * p.dv] = s;
-    o += s * q_sh[i];
+    rows[r] = s;
   }
-  out[h * p.dv + j] = o * q_scale;
+  s_k = column_sum(s_k, t) * k_scale;
+  var d = 0.0;
+  if (live) {
+    d = (qkv[p.v_base + h * p.dv + j] - s_k) * beta;
+  }
+  var o = 0.0;
+  for (var r = 0u; r < MAX_ROWS; r++) {
+    let i = slice + r * SLICES;
+    if (i < p.dk) {
+      let s = rows[r] + k_sh[i] * k_scale * d;
+      if (live) {
+        state[sb + i * p.dv] = s;
+      }
+      o += s * q_sh[i];
+    }
+  }
+  o = column_sum(o, t);
+  if (live && slice == 0u) {
+    out[h * p.dv + j] = o * q_scale;
+  }
 }

@@ -1,6 +1,9 @@
 // y[y_base + r] (+)= W[r] · x[x_base ..]  for rows r < rows of one weight matrix (or one row band of it).
-// Weights: Q8_0 planes or F32 (WFMT = q8 | f32). LANES lanes share a row (64 / LANES rows per workgroup); each lane
-// takes every LANES-th 32-column block. ACCUMULATE adds onto y (a residual add fused into the product).
+// Weights: Q8_0 planes or F32 (WFMT = q8 | f32). LANES lanes share a group of ROWS consecutive rows
+// (64 / LANES groups per workgroup); each lane takes every LANES-th 32-column block of each of those rows.
+// ROWS > 1 (tall matrices such as the output head) loads each block of x once for ROWS rows: x traffic through
+// the cache, not the weight bytes, was what bounded a one-row-per-lane-group shape. ACCUMULATE adds onto y (a
+// residual add fused into the product).
 struct Params { rows: u32, nb: u32, x_base: u32, y_base: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -9,27 +12,55 @@ struct Params { rows: u32, nb: u32, x_base: u32, y_base: u32 }
 #include "block_dot_{{WFMT}}.wgsl"
 
 const LANES: u32 = {{LANES}}u;
+const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 const ACCUMULATE: bool = {{ACCUMULATE}};
-#include "row_reduce.wgsl"
+
+// Sum of the lanes' vec4 partials over the LANES lanes of a row group (a workgroup-shared tree: correct for any
+// subgroup width, or none); every lane gets the group's totals.
+var<workgroup> red4: array<vec4<f32>, 64>;
+fn group_sum(acc: vec4<f32>, tid: u32) -> vec4<f32> {
+  let lane = tid % LANES;
+  red4[tid] = acc;
+  workgroupBarrier();
+  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      red4[tid] += red4[tid + s];
+    }
+    workgroupBarrier();
+  }
+  return red4[tid - lane];
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let row = (wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES;
+  let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
-  var acc = 0.0;
-  if (row < p.rows) {
+  var acc = vec4<f32>(0.0);
+  if (row0 < p.rows) {
     let xv = p.x_base / 4u;
     for (var b = lane; b < p.nb; b += LANES) {
-      acc += block_dot(row * p.nb + b, xv + b * 8u);
+      var xs: array<vec4<f32>, 8>;
+      for (var i = 0u; i < 8u; i++) {
+        xs[i] = x[xv + b * 8u + i];
+      }
+      for (var i = 0u; i < ROWS; i++) {
+        let r = min(row0 + i, p.rows - 1u);   // rows past the end repeat the last row and are never written
+        acc[i] += block_dot_xs(r * p.nb + b, xs);
+      }
     }
   }
-  let total = row_sum(acc, lid.x);
-  if (lane == 0u && row < p.rows) {
-    if (ACCUMULATE) {
-      y[p.y_base + row] += total;
-    } else {
-      y[p.y_base + row] = total;
+  let total = group_sum(acc, lid.x);
+  if (lane == 0u) {
+    for (var i = 0u; i < ROWS; i++) {
+      let r = row0 + i;
+      if (r < p.rows) {
+        if (ACCUMULATE) {
+          y[p.y_base + r] += total[i];
+        } else {
+          y[p.y_base + r] = total[i];
+        }
+      }
     }
   }
 }

@@ -61,21 +61,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (t < p.n_exp) {
     prob = e / total;
   }
-  for (var i = 0u; i < p.k; i++) {
-    val[t] = prob;
-    idx[t] = t;
-    workgroupBarrier();
-    reduce_max(t);
-    let win = idx[0];
-    if (t == 0u) {
-      route_ids[ob + i] = win;
-      picked[i] = val[0];
+  val[t] = prob;
+  workgroupBarrier();
+  // Every lane ranks its own expert at once (a stable descending sort: larger first, ties to the lower index)
+  // instead of k rounds of a tree reduction with a barrier per level; the k best write themselves.
+  var rank = 0u;
+  for (var j = 0u; j < 256u; j++) {
+    let o = val[j];
+    if (o > prob || (o == prob && j < t)) {
+      rank++;
     }
-    if (t == win) {
-      prob = -1.0;
-    }
-    workgroupBarrier();
   }
+  if (rank < p.k) {
+    route_ids[ob + rank] = t;
+    picked[rank] = prob;
+  }
+  workgroupBarrier();
   if (t == 0u) {
     var sum = 0.0;
     for (var i = 0u; i < p.k; i++) {

@@ -58,7 +58,8 @@ async def main(args):
 
     results = {}
     for case in spec:
-        kern = Kernels(gpu, pipes, step, lane_cap=case.get("lane_cap", 16), kv_format=case.get("kv", "f16"))
+        kern = Kernels(gpu, pipes, step, lane_cap=case.get("lane_cap", 16), kv_format=case.get("kv", "f16"),
+                       matvec_multi_row_groups=case.get("multi_row_groups", 4096))
         dl = DispatchList()
         k, a = case["kernel"], case
         async with GpuErrorScope(gpu, "recording " + a["name"]):
@@ -178,6 +179,16 @@ def kernel_run(tmp_path_factory):
     c.add(name="mv_f32", kernel="matvec", fmt="f32", w="wf", rows=37, cols=128, x="x1", y="yf", y_len=37,
           x_base=0, y_base=0, outputs=["yf"])
     ref["mv_f32"] = Wf.astype(np.float64) @ x[:128].astype(np.float64)
+    # the 4-rows-per-lane-group shape of tall matrices (forced here): bands and row counts not multiples of 4
+    for cap in (1, 16):
+        c.add(name=f"mv4_q8_l{cap}", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, band_rows=62, x="x1",
+              y=f"y4_l{cap}", y_len=110, x_base=32, y_base=10, lane_cap=cap, multi_row_groups=0,
+              outputs=[f"y4_l{cap}"])
+    c.arr("yacc4", y0)
+    c.add(name="mv4_q8_acc", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, x="x1", y="yacc4", x_base=32,
+          y_base=0, accumulate=True, multi_row_groups=0, outputs=["yacc4"])
+    c.add(name="mv4_f32", kernel="matvec", fmt="f32", w="wf", rows=37, cols=128, x="x1", y="yf4", y_len=37,
+          x_base=0, y_base=0, multi_row_groups=0, outputs=["yf4"])
 
     # routed experts: pool of 6 slots, 2 picked experts mapped through the slot map
     P = c.q8("pool", 6 * 64, 128, rng).reshape(6, 64, 128)
@@ -255,6 +266,21 @@ def kernel_run(tmp_path_factory):
             p = np.exp(s - s.max())
             o.append((p / p.sum()) @ vv[:, g])
         ref[f"attn_{kv}"] = np.concatenate(o)
+    # head_dim 256 (qwen35moe's gated attention: every lane holds a value pair), 8 q heads on one KV head
+    qb = rng.standard_normal(8 * 256).astype(np.float32)
+    kb = (rng.standard_normal((70, 1, 256)) * 0.3).astype(np.float16)
+    vb = rng.standard_normal((70, 1, 256)).astype(np.float16)
+    c.arr("q256", qb)
+    c.arr("akc256", kb)
+    c.arr("avc256", vb)
+    c.add(name="attn_hd256", kernel="attention", kv="f16", q="q256", kc="akc256", vc="avc256", y="att256",
+          n_head=8, n_kv=1, hd=256, scale=256 ** -0.5, pos=66, outputs=["att256"])
+    o = []
+    for h in range(8):
+        s = kb[:67, 0].astype(np.float64) @ qb[h * 256:(h + 1) * 256] * 256 ** -0.5
+        pr = np.exp(s - s.max())
+        o.append((pr / pr.sum()) @ vb[:67, 0].astype(np.float64))
+    ref["attn_hd256"] = np.concatenate(o)
     ref["kv_src"] = src
 
     # elementwise: SiLU gate, residual add, expert combine
@@ -296,6 +322,16 @@ def kernel_run(tmp_path_factory):
     am[[1000, 2000]] = 9.0
     c.arr("am", am)
     c.add(name="argmax", kernel="argmax", x="am", y="amx", n=3001, outputs=["amx"])
+    # a vocabulary-sized argmax spans hundreds of workgroups: a tie across far-apart partials, and a lone last value
+    big = rng.standard_normal(248_320).astype(np.float32)
+    big[[70_001, 248_319]] = 9.0
+    big[[5, 131_072]] = 8.5
+    c.arr("am_big", big)
+    c.add(name="argmax_big", kernel="argmax", x="am_big", y="amx_big", n=248_320, outputs=["amx_big"])
+    tail = rng.standard_normal(8193).astype(np.float32)
+    tail[8192] = 7.0
+    c.arr("am_tail", tail)
+    c.add(name="argmax_tail", kernel="argmax", x="am_tail", y="amx_tail", n=8193, outputs=["amx_tail"])
 
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
@@ -323,6 +359,16 @@ def test_matvec_accumulate_and_f32(kernel_run):
     c, ref, _ = kernel_run
     close(c.out("mv_q8_acc", "yacc")[:100], ref["mv_q8_acc"])
     close(c.out("mv_f32", "yf")[:37], ref["mv_f32"])
+
+
+@pytest.mark.parametrize("cap", [1, 16])
+def test_matvec_four_rows_per_lane_group(kernel_run, cap):
+    c, ref, _ = kernel_run
+    y = c.out(f"mv4_q8_l{cap}", f"y4_l{cap}")
+    close(y[10:110], ref["mv_q8"])
+    assert not y[:10].any()
+    close(c.out("mv4_q8_acc", "yacc4")[:100], ref["mv_q8_acc"])
+    close(c.out("mv4_f32", "yf4")[:37], ref["mv_f32"])
 
 
 def test_moe_matvec_reads_mapped_slots(kernel_run):
@@ -367,6 +413,11 @@ def test_attention_gqa_over_chunks(kernel_run, kv):
     close(c.out(f"attn_{kv}", f"att_{kv}")[:256], ref[f"attn_{kv}"], rtol=2e-4, atol=2e-5)
 
 
+def test_attention_head_dim_256(kernel_run):
+    c, ref, _ = kernel_run
+    close(c.out("attn_hd256", "att256")[:2048], ref["attn_hd256"], rtol=2e-4, atol=2e-5)
+
+
 def test_elementwise(kernel_run):
     c, ref, _ = kernel_run
     close(c.out("silu_mul", "ys")[:300], ref["silu_mul"])
@@ -386,6 +437,8 @@ def test_router_topk(kernel_run, name):
 def test_argmax_ties_to_lower_index(kernel_run):
     c, _, _ = kernel_run
     assert int(c.out("argmax", "amx", np.uint32)[0]) == 1000
+    assert int(c.out("argmax_big", "amx_big", np.uint32)[0]) == 70_001
+    assert int(c.out("argmax_tail", "amx_tail", np.uint32)[0]) == 8192
 
 
 # --- the shader loader (CPython, no GPU) --------------------------------------------------------------------------
@@ -406,7 +459,7 @@ def test_shader_loader_includes_and_constants(tmp_path):
 
 
 @pytest.mark.parametrize("name,consts", [
-    ("matvec.wgsl", {"WFMT": "q8", "LANES": 4, "ACCUMULATE": "false"}),
+    ("matvec.wgsl", {"WFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "LANES": 1}),
     ("attention.wgsl", {"KV": "f16"}),
     ("kv_append.wgsl", {"KV": "f32"}),

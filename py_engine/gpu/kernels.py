@@ -10,6 +10,9 @@ from .buffers import uniform_buffer
 from .commands import split_groups
 
 
+ARGMAX_PER = 4096  # values per argmax workgroup (16 per lane): 61 workgroups for a 248k vocabulary
+
+
 class GpuMatrix:
     """A weight matrix on the GPU, split into row bands that each fit one binding.
 
@@ -32,9 +35,20 @@ def lanes_for(nb: int, cap: int = 16) -> int:
     return lanes
 
 
+MATVEC_MULTI_ROW_GROUPS = 4096  # 4 rows per lane group only while that still leaves this many workgroups
+
+
+def matvec_rows_per_group(rows: int, lanes: int, min_groups: int = MATVEC_MULTI_ROW_GROUPS) -> int:
+    """Rows one lane group of matvec.wgsl computes: 4 for tall matrices (the output head: x is loaded once per 4
+    rows), 1 where fewer workgroups would leave the GPU's cores idle."""
+    return 4 if rows * lanes // 64 // 4 >= min_groups else 1
+
+
 class Kernels:
-    def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16"):
+    def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16",
+                 matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS):
         self.gpu = gpu
+        self.matvec_multi_row_groups = matvec_multi_row_groups
         self.pipes = pipelines
         self.step = step_buffer
         self.lane_cap = lane_cap
@@ -61,10 +75,12 @@ class Kernels:
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band)."""
         nb = w.cols // 32
         lanes = lanes_for(nb, self.lane_cap)
-        consts = {"WFMT": w.fmt, "LANES": lanes, "ACCUMULATE": "true" if accumulate else "false"}
         for row0, n, bufs in w.bands:
+            rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
+            consts = {"WFMT": w.fmt, "LANES": lanes, "ROWS": rows, "ACCUMULATE": "true" if accumulate else "false"}
             params = self._params("4I", n, nb, x_base, y_base + row0, label=label)
-            groups = (n + 64 // lanes - 1) // (64 // lanes)
+            per_group = 64 // lanes * rows
+            groups = (n + per_group - 1) // per_group
             self._record(dl, "matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs}, groups, label or w.name)
 
     def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route_ids, slot_map, map_base,
@@ -131,5 +147,12 @@ class Kernels:
         self._record(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (1, 1), label)
 
     def argmax(self, dl, x, out, n, label="argmax"):
-        params = self._params("4I", n, 0, 0, 0)
-        self._record(dl, "argmax.wgsl", {}, {0: params, 1: x, 2: out}, (1, 1), label)
+        """out[0] = index of the largest of x[0 .. n), ties to the lower index: many workgroups each reduce
+        ARGMAX_PER values to a partial (shaders/argmax.wgsl), then one workgroup reduces the partials."""
+        from .buffers import storage_buffer
+        groups = max(1, (n + ARGMAX_PER - 1) // ARGMAX_PER)
+        parts = storage_buffer(self.gpu, 8 * groups, label + "_partials")
+        params = self._params("4I", n, ARGMAX_PER, 0, 0, label=label)
+        self._record(dl, "argmax.wgsl", {}, {0: params, 1: x, 2: parts}, groups, label)
+        params = self._params("4I", groups, 0, 0, 0, label=label)
+        self._record(dl, "argmax_final.wgsl", {}, {0: params, 1: parts, 2: out}, (1, 1), label)

@@ -31,7 +31,7 @@ def gdn_recurrent(kern, dl, qkv, gates, dt_bias, ssm_a, state, out, n_k_heads, n
     params = _params(kern, "7If", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, label=label)
     kern._record(dl, "gdn_recurrent.wgsl", {},
                  {0: params, 1: kern.step, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out},
-                 ((dv + 63) // 64, n_v_heads), label)
+                 ((dv + 31) // 32, n_v_heads), label)  # 32 value columns per workgroup
 
 
 def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
