@@ -70,8 +70,9 @@ STATUS_AT, IDS_AT = 0, 16  # byte offsets inside the readback staging buffer
 class GuardedToken:
     """The token's dispatch list converted for early stops, and one token's run with its resumes."""
 
-    def __init__(self, gpu, kern, dl, pool, logits_buf, n_vocab):
+    def __init__(self, gpu, kern, dl, pool, logits_buf, n_vocab, lookahead=None):
         self.gpu, self.pool, self.kern = gpu, pool, kern
+        self.lookahead = lookahead
         splits = kern.splits
         self.g0 = splits[0][1]
         self.n_guarded = dl.count - self.g0
@@ -105,21 +106,29 @@ class GuardedToken:
         self.resume = {}
         for layer, index, _, _ in splits:
             self.resume[layer] = js.Array.of(*(prologue + guarded[index - self.g0:]))
-        # readback layout: status words at 0, the token's routed ids (layer-major) at 16, logits 256-aligned after
+        # readback layout: status words at 0, the token's routed ids (layer-major) at 16, the router look-ahead's
+        # guesses (lookahead.py) right after, logits 256-aligned after that
         n_layers = len(splits)
         hist = 4 * self.k * n_layers
-        self.logits_at = (IDS_AT + hist + 255) // 256 * 256
+        self.lookahead_at = IDS_AT + hist
+        copies = [js.Array.of(pool.status, 0, STATUS_AT, 8), js.Array.of(pool.route_hist, 0, IDS_AT, hist)]
+        la_bytes = 0
+        if lookahead is not None:
+            la_copies, la_bytes = lookahead.copies(self.layers, self.lookahead_at)
+            copies += [js.Array.of(*c) for c in la_copies]
+        self.small_bytes = self.lookahead_at + la_bytes
+        self.logits_at = (self.small_bytes + 255) // 256 * 256
         self.staging = create_buffer(gpu, self.logits_at + 4 * n_vocab, MAP_READ | COPY_DST, "token_readback")
-        self.copies_small = js.Array.of(js.Array.of(pool.status, 0, STATUS_AT, 8),
-                                        js.Array.of(pool.route_hist, 0, IDS_AT, hist))
-        self.small_bytes = IDS_AT + hist
+        self.copies_small = js.Array.of(*copies)
         self.copies_logits = js.Array.of(*self.copies_small,
                                          js.Array.of(logits_buf, 0, self.logits_at, 4 * n_vocab))
         self.logits_bytes = self.logits_at + 4 * n_vocab
         self.gpu_bytes = 2 * nbytes + 16 + self.logits_bytes
 
     async def run(self, step_buf, words, want_logits, stats, prefetch_next=None):
-        """One token; returns the readback bytes (status, routed ids, logits when wanted)."""
+        """One token; returns the readback bytes (status, routed ids, look-ahead guesses, logits when wanted).
+        `prefetch_next(layer, raw)`, on a stop at `layer` right after its demand is claimed: queue guesses for the
+        next layers; it may return an awaitable, awaited with the demand before the resume (prefetch_wait)."""
         h, dev, streamer = helper(), self.gpu.device, self.pool.streamer
         copies, nbytes = ((self.copies_logits, self.logits_bytes) if want_logits
                           else (self.copies_small, self.small_bytes))
@@ -136,9 +145,10 @@ class GuardedToken:
                 raise RuntimeError(f"layer {layer} stopped again after its experts were paged in")
             demanded.add(layer)
             pending_slots = streamer.ensure(layer, ids)
-            if prefetch_next is not None:
-                prefetch_next(layer)
+            also = prefetch_next(layer, raw) if prefetch_next is not None else None
             slots = await pending_slots
+            if also is not None:
+                await also
             self.pool.flush_map()
             pending = h.run(dev, step_buf, words, self.resume[layer], copies, self.staging, nbytes)
             streamer.release(set(slots))  # the submit that reads them is queued; later uploads come after it
@@ -155,6 +165,12 @@ class GuardedToken:
     def routed_ids(self, raw, i):
         """The ids the i-th MoE layer routed to in this readback."""
         return struct.unpack_from(f"<{self.k}I", raw, IDS_AT + 4 * self.k * i)
+
+    def lookahead_ids(self, raw, layer) -> dict:
+        """{target layer: guessed ids} the look-ahead computed at `layer` in this readback ({} without one)."""
+        if self.lookahead is None:
+            return {}
+        return self.lookahead.unpack(raw, self.layers, self.lookahead_at, only={layer}).get(layer, {})
 
     def logits(self, raw) -> bytes:
         return raw[self.logits_at:self.logits_bytes]

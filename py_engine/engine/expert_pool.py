@@ -4,7 +4,8 @@ kernels that route through it on the GPU.
 Per MoE layer the recorded token runs `router_topk` (ids on the GPU), then `expert_residency.wgsl` (slot of each
 id from the GPU copy of the residency map, misses counted), then `expert_matvec.wgsl` once per pool buffer for
 gate, up and down. `StreamingKernels` is the stock `Kernels` with `moe_matvec` redirected to the pool when the model
-hands it a `PoolPart` (store_weights.py); it remembers where each layer's residency check sits in the dispatch
+hands it a `PoolPart` (store_weights.py), and the router look-ahead (lookahead.py) recorded before each residency
+check when prefetch is on; it remembers where each layer's residency check sits in the dispatch
 list, which is where the decoder cuts the token when the pool cannot hold every expert (store_decoder.py).
 """
 import asyncio
@@ -136,6 +137,7 @@ class StreamingKernels(Kernels):
         super().__init__(gpu, pipelines, step_buffer, **kw)
         self.pool = pool
         self.splits = []  # (layer, index of its residency check in the dispatch list, route_ids buffer, k)
+        self.lookahead = None  # a RouterLookAhead (lookahead.py): its guesses are recorded before each check
 
     def moe_matvec(self, dl, pool, rows, k, x, y, route_ids, slot_map, map_base, x_base=0, x_stride=0, label=""):
         if not isinstance(pool, PoolPart):
@@ -162,7 +164,10 @@ class StreamingKernels(Kernels):
 
     def _residency_check(self, dl, layer, k, route_ids):
         # a placeholder: the check's bind group needs the guard's indirect-args buffer, which can only be sized
-        # once the whole token is recorded (finish() fills it in)
+        # once the whole token is recorded (finish() fills it in). The look-ahead goes before the check, so a token
+        # stopped by it has the guesses for the next layers too.
+        if self.lookahead is not None:
+            self.lookahead.record(self, dl, layer)
         self.splits.append((layer, dl.count, route_ids, k))
         dl.dispatch(None, None, 1, 1, 1, f"ffn_moe_residency-{layer}")
 

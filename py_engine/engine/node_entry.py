@@ -7,9 +7,10 @@ or, to batch several models and sequences into one process, {"jobs": [{"model": 
 ..., "teacher_force": ..., "n": ..., "top": ..., "logits_out": ...}, ...]}, ...]}.
 Instead of "model", "store": FOLDER runs from a model store with the experts streamed (store_decoder.py); then
 "budget" (bytes or "min"; absent: all experts resident), "upload" ("staging" | "writebuffer"), "policy",
-"routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "pool_fraction", "max_pool_buffer" (cap one pool buffer, to split small
-pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt tokens per batched prefill chunk
-(default 64; 1 = token by token), for either kind of job.
+"routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "prefetch_guess" ("lookahead" |
+"previous"), "lookahead_source" ("h" | "xn"), "prefetch_wait" (bool), "pool_fraction", "max_pool_buffer" (cap
+one pool buffer, to split small pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt
+tokens per batched prefill chunk (default 64; 1 = token by token), for either kind of job.
 
 Step i scores the token after the prompt plus the first i fed ids: with teacher_force of k ids there are k + 1
 steps; otherwise n greedy steps (default 1). logits_out receives every step's raw f32 logits, concatenated.
@@ -74,7 +75,9 @@ async def open_store_job(job: dict, gpu, pipelines):
         budget_bytes=budget if budget in (None, "min") else int(budget), upload=job.get("upload", "staging"),
         policy=job.get("policy", "lru"), max_pool_buffer=job.get("max_pool_buffer"),
         routing=job.get("routing", "auto"), prefetch_depth=int(job.get("prefetch_depth", 0)),
-        pool_fraction=job.get("pool_fraction"), prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)))
+        pool_fraction=job.get("pool_fraction"), prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)),
+        prefetch_guess=job.get("prefetch_guess", "lookahead"), lookahead_source=job.get("lookahead_source", "h"),
+        prefetch_wait=bool(job.get("prefetch_wait", False)))
 
 
 async def run_job(job: dict, gpu, pipelines) -> dict:

@@ -21,8 +21,11 @@ resume), misses are read from the store and uploaded through the staging ring (o
 map is flushed to the GPU before the submit that routes through it.
 """
 import array
+import asyncio
 import struct
 import time
+
+import js
 
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
@@ -30,13 +33,15 @@ from ..gpu.device import open_gpu
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.common import Activations, KVCache
 from .budget import plan_budget
-from .early_stop import GuardedToken
+from .early_stop import GuardedToken, helper as copies_helper
 from .decoder import DEFAULT_PREFILL_CHUNK, MODELS, Decoder
 from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
+from .lookahead import SOURCES, RouterLookAhead
 from .prefill import chunk_bytes
 from .store_weights import StoreRecordReader, StoreWeightLoader, dense_gpu_bytes, open_store
 
 ROUTINGS = ("auto", "early_stop", "per_layer")
+GUESSES = ("lookahead", "previous")  # what prefetch guesses: the router look-ahead, or the previous token's picks
 GUARD_DISPATCHES_PER_LAYER = 48  # qwen3moe records 14 per layer, qwen35moe ~25 (+ 3 per pool buffer)
 STATE_BUFFERS = ("conv_window.", "ssm_state.")  # work buffers that carry recurrent state across tokens
 
@@ -46,12 +51,13 @@ def kv_cache_bytes(n_kv_layers, n_ctx, n_head_kv, head_dim, kv_format) -> int:
     return 2 * n_kv_layers * n_ctx * n_head_kv * head_dim * (2 if kv_format == "f16" else 4)
 
 
-def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None) -> int:
+def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None, extra_per_layer=0) -> int:
     """Upper bound of the early-stop indirect arguments (two copies, 12 B per dispatch), before the token is
-    recorded: at most GUARD_DISPATCHES_PER_LAYER dispatches per layer besides 3 per pool buffer."""
+    recorded: at most GUARD_DISPATCHES_PER_LAYER dispatches per layer besides 3 per pool buffer (and the
+    look-ahead's `extra_per_layer`)."""
     limit = min(gpu.max_binding, int(gpu.limits["maxBufferSize"]), max_pool_buffer or gpu.max_binding)
     buffers = -(-all_experts_bytes // max(1, limit)) + 1
-    return 24 * (n_layers * (GUARD_DISPATCHES_PER_LAYER + 3 * buffers) + 16)
+    return 24 * (n_layers * (GUARD_DISPATCHES_PER_LAYER + 3 * buffers + extra_per_layer) + 16)
 
 
 class StoreDecoder(Decoder):
@@ -62,9 +68,18 @@ class StoreDecoder(Decoder):
     async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
                          budget_bytes=None, upload="staging", ring_buffers=4, policy="lru", max_pool_buffer=None,
                          reader=None, routing="auto", prefetch_depth=0, pool_fraction=None, auto_threshold=0.25,
-                         prefill_chunk=DEFAULT_PREFILL_CHUNK):
+                         prefill_chunk=DEFAULT_PREFILL_CHUNK, prefetch_guess="lookahead", lookahead_source="h",
+                         prefetch_wait=False):
+        """prefetch_depth: on a stop at layer L (early stop) or L's ids read back (per-layer), prefetch guesses for
+        layers L+1 .. L+depth; prefetch_guess "lookahead" (their routers on L's activations, lookahead.py) or
+        "previous" (what they picked for the previous token); lookahead_source "h" or "xn" (lookahead.py says
+        which input). prefetch_wait: an early stop resumes only once layer L+1's guessed experts are in."""
         if routing not in ROUTINGS:
             raise ValueError(f"routing {routing!r}: use one of {', '.join(ROUTINGS)}")
+        if prefetch_guess not in GUESSES:
+            raise ValueError(f"prefetch_guess {prefetch_guess!r}: use one of {', '.join(GUESSES)}")
+        if lookahead_source not in SOURCES:
+            raise ValueError(f"lookahead_source {lookahead_source!r}: use one of {', '.join(SOURCES)}")
         t0 = time.perf_counter()
         manifest, header = await open_store(sink)
         arch = header.architecture
@@ -87,12 +102,16 @@ class StoreDecoder(Decoder):
         state = sum(4 * n for name, n in bufs if name.startswith(STATE_BUFFERS))
         acts_bytes = sum(4 * n for _, n in bufs)
         record = ex["record_size"]
+        look = prefetch_depth > 0 and prefetch_guess == "lookahead"
+        la_extra = (3 if lookahead_source == "h" else 2) * prefetch_depth if look else 0
+        la_bytes = RouterLookAhead.gpu_bytes(cfg, prefetch_depth) if look else 0
         # activations, logits and ids staging, the step uniform, the early-stop readback (logits + routed ids) and
         # indirect arguments (counted whatever the mode: the mode follows from the pool size), the pool's own
         # small buffers
         work = (acts_bytes - state + 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16
                 + 4 * cfg.n_vocab + 256 + 4 * cfg.n_expert_used * cfg.n_layer
-                + guard_args_allowance(cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer)
+                + guard_args_allowance(cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer,
+                                       la_extra) + la_bytes
                 + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, upload, ring_buffers)
                 + chunk_bytes(model, prefill_chunk))
         plan = plan_budget(budget_bytes, dense=dense_gpu_bytes(manifest),
@@ -119,15 +138,20 @@ class StoreDecoder(Decoder):
         dec.pool, dec.plan, dec.reader = pool, plan, reader
         dec.kern = StreamingKernels(gpu, pipelines, step_buf, pool, lane_cap=lane_cap, kv_format=kv_format)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
+            # a full pool never misses, so never prefetches: no look-ahead there
+            dec.lookahead = (RouterLookAhead(gpu, model, acts, prefetch_depth, lookahead_source)
+                             if look and not plan.full else None)
+            dec.kern.lookahead = dec.lookahead
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, pool.slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
-            dec.ids_staging = create_buffer(gpu, 4 * MAX_TOP_K, MAP_READ | COPY_DST, "route_ids_staging")
+            dec.ids_staging = create_buffer(gpu, 4 * MAX_TOP_K * (1 + prefetch_depth), MAP_READ | COPY_DST,
+                                            "route_ids_staging")
             dec.guarded = None
             if plan.full or routing == "per_layer":
                 dec.kern.finish(dec.dl)
             else:
-                dec.guarded = GuardedToken(gpu, dec.kern, dec.dl, pool, acts["logits"], cfg.n_vocab)
+                dec.guarded = GuardedToken(gpu, dec.kern, dec.dl, pool, acts["logits"], cfg.n_vocab, dec.lookahead)
             dec.attach_prefill(prefill_chunk)  # the chunk's expert products read the same pool and slot map
         if routing == "per_layer" or (not plan.full and routing != "early_stop"):
             dec._cut_segments()  # after finish(): the slices copy the finished residency checks
@@ -138,13 +162,17 @@ class StoreDecoder(Decoder):
         dec._miss_rate = 1.0  # a fresh pool misses everywhere
         dec._pending = []
         dec._prev_ids = {}
+        dec._guesses = []  # (layer, guessed ids) prefetched in the current token, scored at its end
+        dec.prefetch_guess = prefetch_guess if prefetch_depth else None
+        dec.prefetch_wait = prefetch_wait
         used = {"dense": loader.bytes_planned, "kv_state": cache.nbytes + state, "activations": acts.nbytes - state,
                 "staging": 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16, "pool": pool.nbytes,
                 "early_stop": dec.guarded.gpu_bytes if dec.guarded is not None else 0,
-                "prefill": dec.prefill.nbytes if dec.prefill is not None else 0}
+                "prefill": dec.prefill.nbytes if dec.prefill is not None else 0,
+                "lookahead": dec.lookahead.nbytes if dec.lookahead is not None else 0}
         used["total"] = sum(used.values())
         if dec.guarded is not None and 2 * dec.guarded.args_bytes > guard_args_allowance(
-                cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer):
+                cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer, la_extra):
             raise RuntimeError(f"the token records {dec.dl.count} dispatches, more than the budget allowed for "
                                f"(raise GUARD_DISPATCHES_PER_LAYER)")
         dec.prefetch_depth = prefetch_depth
@@ -152,19 +180,30 @@ class StoreDecoder(Decoder):
                          weights_bytes=loader.bytes_uploaded, dispatches=dec.dl.count, kv_bytes=cache.nbytes,
                          activation_bytes=acts.nbytes, n_ctx=n_ctx, kv=kv_format, arch=arch, budget=plan.to_dict(),
                          mode="full" if plan.full else "partial", upload=upload,
-                         routing=dec.routing, prefetch_depth=prefetch_depth, syncs=0, steps=0, resumes=0,
+                         routing=dec.routing, prefetch_depth=prefetch_depth,
+                         prefetch_guess=dec.prefetch_guess if dec.routing != "gpu" else None,
+                         lookahead_source=lookahead_source if dec.lookahead is not None else None,
+                         prefetch_wait=prefetch_wait, guessed=0, guess_hits=0, syncs=0, steps=0, resumes=0,
                          early_stop_tokens=0, per_layer_tokens=0, per_layer_steps=0, gpu_bytes=used)
         return dec
 
     def _cut_segments(self):
         """Cut the recorded token at each layer's residency check (partial pool): segment 0 runs up to layer 0's
-        router; segment i + 1 runs layer i's experts up to layer i + 1's router (or the logits)."""
+        router; segment i + 1 runs layer i's experts up to layer i + 1's router (or the logits). The readback of
+        the segment ending at layer j's check brings j's routed ids and the look-ahead's guesses made at j."""
         splits = self.kern.splits
         if len(splits) != self.model.cfg.n_layer:
             raise RuntimeError(f"recorded {len(splits)} MoE layers for a {self.model.cfg.n_layer}-layer model")
         cuts = [s[1] for s in splits] + [self.dl.count]
         self.segments = [self.dl.ops.slice(0, cuts[0])]
         self.segments += [self.dl.ops.slice(cuts[i], cuts[i + 1]) for i in range(len(splits))]
+        self.segment_reads = []  # per layer: (copies into ids_staging, bytes)
+        for layer, _, route_ids, k in splits:
+            copies = [(route_ids, 0, 0, 4 * k)]
+            if self.lookahead is not None:
+                copies += self.lookahead.copies([layer], 4 * k)[0]
+            self.segment_reads.append((js.Array.of(*(js.Array.of(*c) for c in copies)),
+                                       sum(c[3] for c in copies)))
 
     # ---- the token loop -----------------------------------------------------------------------------------------
     def reset(self):
@@ -222,40 +261,66 @@ class StoreDecoder(Decoder):
     async def _guarded_token(self, token, pos, want_logits):
         g = self.guarded
         raw = await g.run(self.step_buf, [token, pos, pos + 1, 0], want_logits, self.stats,
-                          self._prefetch_after if self.prefetch_depth else None)
+                          self._prefetch_at_stop if self.prefetch_depth else None)
         self._prev_ids = {layer: g.routed_ids(raw, i) for i, layer in enumerate(g.layers)}
+        self._score_guesses()
         return g.logits(raw) if want_logits else None
 
-    def _prefetch_after(self, layer):
-        """On a stop at `layer`: guess that the next layers pick what they picked for the previous token."""
+    def _prefetch_at_stop(self, layer, raw):
+        """Early stop at `layer`: prefetch the guesses for the next layers (the look-ahead's, in `raw`). With
+        prefetch_wait, a task the resume waits for: layer + 1's guessed experts loaded."""
+        la = self.guarded.lookahead_ids(raw, layer) if self.lookahead is not None else None
+        first = self._prefetch_after(layer, la)
+        if self.prefetch_wait and first is not None:
+            return asyncio.ensure_future(self.pool.streamer.wait_for(layer + 1, first))
+        return None
+
+    def _prefetch_after(self, layer, lookahead=None):
+        """Prefetch guesses for layers layer+1 .. layer+depth: the router look-ahead's ({target: ids}) or, for
+        "previous", what those layers picked for the previous token. Returns the guesses for layer + 1."""
+        first = None
         for nxt in range(layer + 1, min(layer + 1 + self.prefetch_depth, self.model.cfg.n_layer)):
-            guesses = self._prev_ids.get(nxt)
+            guesses = lookahead.get(nxt) if lookahead is not None else self._prev_ids.get(nxt)
             if guesses:
+                self._guesses.append((nxt, guesses))
                 self.pool.streamer.prefetch(nxt, guesses)
+                if nxt == layer + 1:
+                    first = guesses
+        return first
+
+    def _score_guesses(self):
+        """At the end of a token (`_prev_ids` now holds its picks): how many guessed experts the layer picked."""
+        for layer, guesses in self._guesses:
+            picked = set(self._prev_ids.get(layer, ()))
+            self.stats["guessed"] += len(guesses)
+            self.stats["guess_hits"] += sum(1 for e in guesses if e in picked)
+        self._guesses.clear()
 
     async def _partial_token(self, token, pos, want_logits):
-        h = helper()
+        h, rb = helper(), copies_helper()
         dev, streamer = self.gpu.device, self.pool.streamer
         words = [token, pos, pos + 1, 0]
         splits = self.kern.splits
-        layer, _, route_ids, k = splits[0]
-        raw = await h.step(dev, self.step_buf, words, self.segments[0], route_ids, 0, self.ids_staging, 4 * k)
+        copies, nbytes = self.segment_reads[0]
+        raw = await rb.run(dev, self.step_buf, words, self.segments[0], copies, self.ids_staging, nbytes)
         self.stats["syncs"] += 1
         missed = 0
         for i, (layer, _, _, k) in enumerate(splits):
-            ids = struct.unpack(f"<{k}I", raw.to_bytes())
+            data = raw.to_bytes()
+            ids = struct.unpack_from(f"<{k}I", data, 0)
             self._prev_ids[layer] = ids
             m0 = streamer.counters.misses[layer]
             pending_slots = streamer.ensure(layer, ids)
             missed += streamer.counters.misses[layer] != m0  # claims (and miss counts) happen in the call
             if self.prefetch_depth:
-                self._prefetch_after(layer)
+                la = None if self.lookahead is None else self.lookahead.unpack(data, [layer], 4 * k).get(layer, {})
+                self._prefetch_after(layer, la)
             slots = await pending_slots
             self.pool.flush_map()
             seg = self.segments[i + 1]
             if i + 1 < len(splits):
-                _, _, nxt_ids, nk = splits[i + 1]
-                pending = h.step(dev, self.step_buf, words, seg, nxt_ids, 0, self.ids_staging, 4 * nk)
+                copies, nbytes = self.segment_reads[i + 1]
+                pending = rb.run(dev, self.step_buf, words, seg, copies, self.ids_staging, nbytes)
             elif want_logits:
                 pending = h.step(dev, self.step_buf, words, seg, self.acts["logits"], 0, self.staging,
                                  4 * self.n_vocab)
@@ -267,6 +332,7 @@ class StoreDecoder(Decoder):
                 raw = await pending
                 self.stats["syncs"] += 1
         streamer.advance_token()
+        self._score_guesses()
         return (raw.to_bytes() if want_logits else None), missed
 
     # ---- bookkeeping --------------------------------------------------------------------------------------------
@@ -276,6 +342,8 @@ class StoreDecoder(Decoder):
         self.ids_staging.destroy()
         if self.guarded is not None:
             self.guarded.release()
+        if self.lookahead is not None:
+            self.lookahead.release()
 
     def summary(self) -> dict:
         s = super().summary()
@@ -284,5 +352,8 @@ class StoreDecoder(Decoder):
         # a step is a token whose logits are read; fed prompt tokens cost no sync with a full pool
         s["syncs_per_step"] = s["syncs"] / s["steps"] if s.get("steps") else None
         s["map_bytes_written"] = self.pool.map_bytes_written
+        # prefetch accuracy: guess_accuracy = share of guessed experts the layer then picked in the same token
+        # (every guess, resident or not); streamer.prefetch_accuracy = share of prefetch reads later demanded
+        s["guess_accuracy"] = s["guess_hits"] / s["guessed"] if s.get("guessed") else None
         s["uploads"] = {"count": self.pool.uploads.uploads, "bytes": self.pool.uploads.bytes}
         return s

@@ -33,6 +33,8 @@ Rules (tests/test_residency.py checks each):
   the victim is the least recent slot, so "the victim was claimed this token" means "every evictable slot was".
   A prefetched expert is credited one use when its read starts (its first demand adds none), so the hot policy
   does not evict it as never-used before the demand that it anticipated.
+- `wait_for(layer, ids)` waits until those experts are no longer loading or queued (the engine may resume a token
+  only once the next layer's guessed experts are in, so that layer does not stop it again).
 - `clear()` forgets all residency. Loads in flight keep their slots until they finish; they belong to an old
   generation, so they skip the upload (or finish it) and then free the slot; pinned slots are freed at release.
   No slot ever has two owners. A demand waiting on a load when `clear()` runs starts over.
@@ -318,6 +320,18 @@ class ExpertStreamer:
             self._queue.append((layer, int(e)))
             self._queued.add(key)
         self._pump()
+
+    async def wait_for(self, layer, ids):
+        """Wait until none of `ids` of `layer` is loading or queued (their prefetches became resident, failed or
+        were dropped). Never raises for a failed load: a later demand reads that expert again."""
+        keys = {self.key(layer, int(e)) for e in ids}
+        while True:
+            tasks = [self._loading[k].task for k in keys if k in self._loading]
+            if not tasks and keys & self._queued and self._tasks:
+                tasks = list(self._tasks.values())  # queued: each starts when a load in flight ends
+            if not tasks:
+                return
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
 
     def _pump(self):
         while self._queue and len(self._tasks) < self.max_inflight:
