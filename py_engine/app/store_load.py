@@ -69,8 +69,11 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
     except StoreNotReady as e:
         raise BadModelFile(f"{folder}: {e}") from None
     try:
+        # prefetch_depth 1: when the pool cannot hold every expert, each layer's router look-ahead guesses the next
+        # layer's experts and their reads start while the current layer's demand loads (docs/engine.md)
         dec = await StoreDecoder.open_store(sink, gpu, pipelines, n_ctx=n_ctx, kv_format=kv,
-                                            budget_bytes=int(budget) if budget is not None else None)
+                                            budget_bytes=int(budget) if budget is not None else None,
+                                            prefetch_depth=1)
     except engine_budget.BudgetTooSmall as e:
         raise BudgetTooSmall(f"GPU budget too small: {e}") from None
     return header, dec

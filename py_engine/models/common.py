@@ -4,6 +4,7 @@
 Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
 """
 from ..gpu.buffers import storage_buffer
+from ..gpu.fused_kernels import moe_gate_up
 
 
 def arch_value(header, suffix: str, default=None, kind=int):
@@ -74,19 +75,20 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 
 
-def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg):
+def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, combine=True):
     """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
     the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
-    expert kernels read the picked ids and map them to pool slots through `slot_map`."""
+    expert kernels read the picked ids and map them to pool slots through `slot_map`. Gate, up and the SwiGLU are
+    one dispatch (fused_kernels.moe_gate_up). combine=False leaves the weighted sum of acts["down"] to the caller
+    (qwen35moe adds it together with its shared expert)."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
     kern.rmsnorm(dl, acts["h"], w["ffn_norm"], acts["xn"], n, cfg.rms_eps, label=f"ffn_norm-{layer}")
     kern.matvec(dl, w["ffn_gate_inp"], acts["xn"], acts["router"], label=f"ffn_moe_logits-{layer}")
     kern.router_topk(dl, acts["router"], acts["route_ids"], acts["route_w"], cfg.n_expert, k, renorm=True,
                      label=f"ffn_moe_topk-{layer}")
-    for name, out in (("ffn_gate_exps", "gate"), ("ffn_up_exps", "up")):
-        kern.moe_matvec(dl, w[name], ffn, k, acts["xn"], acts[out], acts["route_ids"], slot_map, map_base,
-                        label=f"ffn_moe_{out}-{layer}")
-    kern.silu_mul(dl, acts["gate"], acts["up"], acts["act"], k * ffn, label=f"ffn_moe_swiglu-{layer}")
+    moe_gate_up(kern, dl, w["ffn_gate_exps"], w["ffn_up_exps"], ffn, k, acts["xn"], acts["act"], acts["route_ids"],
+                slot_map, map_base, label=f"ffn_moe_gate_up-{layer}")
     kern.moe_matvec(dl, w["ffn_down_exps"], n, k, acts["act"], acts["down"], acts["route_ids"], slot_map,
                     map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
-    kern.moe_combine(dl, acts["route_w"], acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
+    if combine:
+        kern.moe_combine(dl, acts["route_w"], acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")

@@ -12,8 +12,8 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 """
 from dataclasses import dataclass
 
-from ..gpu.qwen35_kernels import (attn_output_gate, attn_q_split, gdn_conv, gdn_gated_norm, gdn_recurrent,
-                                  shared_expert_gate)
+from ..gpu.fused_kernels import ffn_gate_up, moe_shexp_combine
+from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_conv, gdn_gated_norm, gdn_recurrent
 from .common import arch_value, record_routed_moe
 
 
@@ -132,7 +132,8 @@ class Qwen35Moe:
 
     def work_buffers(self):
         """(name, f32 values) of the activations one token needs, and each recurrent layer's state (conv window of
-        the last kernel - 1 inputs, delta-rule state n_v × d_k × d_v), kept across tokens."""
+        the last kernel - 1 inputs, delta-rule state n_v × d_k × d_v), kept across tokens. The decode step fuses
+        gate/up away; the chunked prefill sizes its buffers from this list and still uses them."""
         c = self.cfg
         hd, e, k = c.head_dim, c.n_embd, c.n_expert_used
         bufs = [("h", e), ("xn", e), ("qg", 2 * c.n_head * hd), ("q", c.n_head * hd),
@@ -211,7 +212,7 @@ class Qwen35Moe:
                 self._record_delta_net(kern, dl, acts, w, i)
             else:
                 self._record_gated_attention(kern, dl, acts, w, i, cache)
-            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c)
+            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, combine=False)
             self._record_shared_expert(kern, dl, acts, w, i)
         kern.rmsnorm(dl, acts["h"], self.output_norm, acts["xn"], c.n_embd, c.rms_eps, label="result_norm")
         kern.matvec(dl, self.output, acts["xn"], acts["logits"], label="result_output")
@@ -254,13 +255,12 @@ class Qwen35Moe:
         kern.matvec(dl, w["ssm_out"], acts["delta_normed"], acts["h"], accumulate=True, label=f"linear_attn_out-{i}")
 
     def _record_shared_expert(self, kern, dl, acts, w, i):
-        """h += sigmoid(ffn_gate_inp_shexp · xn) · down(silu(gate · xn) ⊙ up · xn), xn = the post-attention norm
-        (still in acts["xn"] after the routed experts)."""
+        """h += Σ_k w_k · down_k (the routed experts, left in acts["down"]) + sigmoid(ffn_gate_inp_shexp · xn) ·
+        down(silu(gate · xn) ⊙ up · xn), xn = the post-attention norm (still in acts["xn"] after the routed
+        experts): gate/up/SwiGLU one dispatch, down one, the two sums and the residual add one."""
         c = self.cfg
-        kern.matvec(dl, w["ffn_gate_shexp"], acts["xn"], acts["shexp_gate"], label=f"ffn_shexp_gate-{i}")
-        kern.matvec(dl, w["ffn_up_shexp"], acts["xn"], acts["shexp_up"], label=f"ffn_shexp_up-{i}")
-        kern.silu_mul(dl, acts["shexp_gate"], acts["shexp_up"], acts["shexp_act"], c.n_ff_shexp,
-                      label=f"ffn_shexp_swiglu-{i}")
+        ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
+                    label=f"ffn_shexp_gate_up-{i}")
         kern.matvec(dl, w["ffn_down_shexp"], acts["shexp_act"], acts["shexp_out"], label=f"ffn_shexp-{i}")
-        shared_expert_gate(kern, dl, acts["xn"], w["ffn_gate_inp_shexp"], acts["shexp_out"], acts["h"], c.n_embd,
-                           label=f"ffn_shexp_gated-{i}")
+        moe_shexp_combine(kern, dl, acts["route_w"], acts["down"], acts["xn"], w["ffn_gate_inp_shexp"],
+                          acts["shexp_out"], acts["h"], c.n_embd, c.n_expert_used, label=f"ffn_moe_shexp_out-{i}")

@@ -60,7 +60,8 @@ class Qwen3Moe:
         self.layers = []  # per layer: {short GGUF name: GPU tensor}
 
     def work_buffers(self):
-        """(name, f32 values) of the activations one token needs."""
+        """(name, f32 values) of the activations one token needs (gate / up: the chunked prefill's, which sizes
+        its buffers from this list; the decode step fuses them away)."""
         c = self.cfg
         return [("h", c.n_embd), ("xn", c.n_embd), ("q", c.n_head * c.head_dim), ("kv", 2 * c.n_head_kv * c.head_dim),
                 ("attn", c.n_head * c.head_dim), ("router", c.n_expert), ("route_ids", c.n_expert_used),

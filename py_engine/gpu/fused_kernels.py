@@ -1,0 +1,88 @@
+"""Launchers for fused kernels: several small steps of a layer in one dispatch, fewer dispatches per token
+(each costs a few µs of GPU front-end time however little it computes). Each records into a DispatchList through
+a `Kernels` instance (its pipelines, its parameter buffers), like the launchers in kernels.py:
+
+- moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
+  resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
+- ffn_gate_up: the same for one dense pair (the shared expert);
+- moe_shexp_combine: the routed experts' weighted sum, the gated shared expert and the residual add.
+"""
+from .kernels import GpuMatrix, lanes_for
+
+
+def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
+    """act[k*rows + r] = silu(G_slot(k)[r]·x) · U_slot(k)[r]·x for the k routed experts; `gate` / `up` are the
+    layer's ffn_gate_exps / ffn_up_exps (GpuMatrix pools, or the streamed pool's parts)."""
+    if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
+        return _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label)
+    _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, True, label)
+
+
+def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up"):
+    """act[r] = silu(G[r]·x) · U[r]·x for the rows of one dense pair (e.g. the shared expert)."""
+    if gate.rows != up.rows:
+        raise ValueError(f"{gate.name} has {gate.rows} rows, {up.name} {up.rows}")
+    stand_in = kern.placeholder()
+    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in, stand_in, 0, False, label)
+
+
+def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, routed, label):
+    for w in (gate, up):
+        if len(w.bands) != 1:
+            raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
+    if gate.cols != up.cols:
+        raise ValueError(f"{gate.name} has {gate.cols} columns, {up.name} {up.cols}")
+    nb = gate.cols // 32
+    lanes = lanes_for(nb, kern.lane_cap)
+    params = kern._params("4I", rows, nb, map_base, 0, label=label)
+    g, u = gate.bands[0][2], up.bands[0][2]
+    binds = {0: params, 1: x, 2: act, 3: g[3], 5: route_ids, 6: slot_map, 7: u[3]}
+    if gate.fmt == "q8":
+        binds[4] = g[4]
+    if up.fmt == "q8":
+        binds[8] = u[4]
+    per_group = 64 // lanes
+    consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "LANES": lanes, "ROUTED": "true" if routed else "false"}
+    kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, k), label)
+
+
+def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
+    """The streamed pool (engine/expert_pool.py StreamingKernels): the layer's residency check first (as its
+    moe_matvec does for the first product of a layer), then one dispatch per pool buffer."""
+    pool = getattr(kern, "pool", None)
+    if pool is None or not hasattr(kern, "splits"):
+        raise ValueError(f"{gate.name}: streamed expert parts need the streaming kernels (StreamingKernels)")
+    from ..engine.expert_pool import MAX_TOP_K  # the streaming side only: imports js
+    if k > MAX_TOP_K:
+        raise ValueError(f"top-{k} routing: the pool kernels handle at most {MAX_TOP_K} experts per token")
+    if gate.layer != up.layer or gate.fmt != up.fmt or gate.cols != up.cols:
+        raise ValueError(f"{gate.name} / {up.name}: a fused gate/up product needs parts of one layer, one format "
+                         "and one width")
+    for part in (gate, up):
+        if part.rows != rows:
+            raise ValueError(f"{part.name}: {part.rows} rows per expert, the model asked for {rows}")
+    if not kern.splits or kern.splits[-1][0] != gate.layer:
+        kern._residency_check(dl, gate.layer, k, route_ids)
+    lay = pool.layout
+    nb = gate.cols // 32
+    lanes = lanes_for(nb, kern.lane_cap)
+    per_group = 64 // lanes
+    groups = ((rows + per_group - 1) // per_group, k)
+    for b, buf in enumerate(pool.buffers):
+        params = kern._params("12I", rows, nb, b, lay.slots_per_buffer, lay.slot_stride, gate.codes_off,
+                              gate.scales_off, up.codes_off, up.scales_off, 0, 0, 0, label=label)
+        binds = {0: params, 1: x, 2: act, 3: buf, 5: pool.route_slots}
+        if gate.fmt == "q8":
+            binds[4] = buf
+        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "LANES": lanes}, binds, groups,
+                     f"{label}@pool{b}")
+
+
+def moe_shexp_combine(kern, dl, route_w, down, x, gate_w, shexp, h, n, k, label="ffn_moe_shexp_out"):
+    """h[i] = h[i] + Σ_k route_w[k]·down[k*n + i] + sigmoid(gate_w·x)·shexp[i] over n values (one token)."""
+    params = kern._params("4I", n, k, 0, 0, label=label)
+    kern._record(dl, "moe_shexp_combine.wgsl", {},
+                 {0: params, 1: route_w, 2: down, 3: x, 4: gate_w, 5: shexp, 6: h}, ((n + 255) // 256, 1), label)
+
+
+__all__ = ["moe_gate_up", "ffn_gate_up", "moe_shexp_combine"]

@@ -1,0 +1,46 @@
+// The first half of a SwiGLU FFN in one pass: gate and up products and silu(gate) · up, for each of the k routed
+// experts (wg.y = k index) and row r of `rows`:
+//   act[k * rows + r] = silu(G_slot[r] · x) · U_slot[r] · x,   slot = slot_map[map_base + route_ids[k]]
+// G (ffn_gate_exps, bindings 3/4) and U (ffn_up_exps, bindings 7/8) are pools of same-shaped matrices, each Q8_0
+// planes or F32 (WFMT / UFMT). Each lane loads a block of x once for both products (the matvec.wgsl lane layout).
+// ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
+// 4 weight planes + x, act, route_ids, slot_map: 8 storage bindings (the limit may be 10).
+struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> act: array<f32>;
+#include "weights_{{WFMT}}.wgsl"
+#include "block_dot_{{WFMT}}.wgsl"
+#include "up_weights_{{UFMT}}.wgsl"
+@group(0) @binding(5) var<storage, read> route_ids: array<u32>;
+@group(0) @binding(6) var<storage, read> slot_map: array<u32>;
+
+const LANES: u32 = {{LANES}}u;
+const ROUTED: bool = {{ROUTED}};
+#include "pair_reduce.wgsl"
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let k = wg.y;
+  let row = wg.x * (64u / LANES) + lid.x / LANES;
+  let lane = lid.x % LANES;
+  var slot = 0u;
+  if (ROUTED) {
+    slot = slot_map[p.map_base + route_ids[k]];
+  }
+  var acc = vec2<f32>(0.0);
+  if (row < p.rows) {
+    let blk0 = (slot * p.rows + row) * p.nb;
+    for (var b = lane; b < p.nb; b += LANES) {
+      var xs: array<vec4<f32>, 8>;
+      for (var i = 0u; i < 8u; i++) {
+        xs[i] = x[b * 8u + i];
+      }
+      acc += vec2<f32>(block_dot_xs(blk0 + b, xs), up_block_dot_xs(blk0 + b, xs));
+    }
+  }
+  let total = pair_sum(acc, lid.x);
+  if (lane == 0u && row < p.rows) {
+    act[k * p.rows + row] = silu_times(total.x, total.y);
+  }
+}

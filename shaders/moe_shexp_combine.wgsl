@@ -1,0 +1,42 @@
+// The end of a qwen35moe FFN block in one pass (moe_combine.wgsl then shared_expert_gate.wgsl, same order):
+//   h[i] = h[i] + Σ_k route_w[k] · down[k * n + i] + sigmoid(Σ_j w[j] · x[j]) · shexp[i]
+// with x the post-attention-normed input, w = ffn_gate_inp_shexp (F32, n values) and shexp the shared expert's
+// output. Each workgroup of 256 owns 256 values of h and computes the gate's dot product itself (n MACs, a
+// workgroup tree reduction: no subgroups), so no second pass is needed.
+struct Params { n: u32, k: u32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> route_w: array<f32>;
+@group(0) @binding(2) var<storage, read> down: array<f32>;
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read> w: array<f32>;
+@group(0) @binding(5) var<storage, read> shexp: array<f32>;
+@group(0) @binding(6) var<storage, read_write> h: array<f32>;
+
+var<workgroup> red: array<f32, 256>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let t = lid.x;
+  var acc = 0.0;
+  for (var j = t; j < p.n; j += 256u) {
+    acc += w[j] * x[j];
+  }
+  red[t] = acc;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (t < s) {
+      red[t] += red[t + s];
+    }
+    workgroupBarrier();
+  }
+  let gate = 1.0 / (1.0 + exp(-red[0]));
+  let i = wg.x * 256u + t;
+  if (i >= p.n) {
+    return;
+  }
+  var routed = 0.0;
+  for (var k = 0u; k < p.k; k++) {
+    routed += route_w[k] * down[k * p.n + i];
+  }
+  h[i] = h[i] + routed + gate * shexp[i];
+}

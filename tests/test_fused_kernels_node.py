@@ -1,0 +1,255 @@
+"""The fused kernels (py_engine/gpu/fused_kernels.py: routed and dense gate/up + SwiGLU in one dispatch, over the
+resident pools and over streamed pool buffers; routed sum + gated shared expert + residual add) on a real WebGPU
+device (Dawn on lavapipe in Node, through Pyodide) against numpy.
+
+CPython writes the inputs to a temporary folder; one Node process runs every case and writes the outputs back.
+"""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from diskformer.node_engine import run_in_node
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+NODE_CODE = r'''
+import json, struct
+from pathlib import Path
+from py_engine.gpu.device import open_gpu
+from py_engine.gpu.buffers import upload, storage_buffer, create_buffer, Readback, UNIFORM, COPY_DST
+from py_engine.gpu.pipelines import Pipelines, GpuErrorScope
+from py_engine.gpu.commands import DispatchList, track_errors, check_errors
+from py_engine.gpu.kernels import Kernels, GpuMatrix
+from py_engine.gpu import fused_kernels
+
+async def main(args):
+    d = Path(args["dir"])
+    spec = json.loads((d / "spec.json").read_text())
+    gpu = await open_gpu()
+    track_errors(gpu)
+    pipes = Pipelines(gpu)
+    step = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+    rb = Readback(gpu)
+
+    def buf(name):
+        return upload(gpu, (d / f"in_{name}.bin").read_bytes(), name)
+
+    def matrix(name, fmt, rows, cols):
+        bufs = {3: buf(name + "_codes"), 4: buf(name + "_scales")} if fmt == "q8" else {3: buf(name)}
+        return GpuMatrix(name, fmt, rows, cols, [(0, rows, bufs)])
+
+    for a in spec:
+        kern = Kernels(gpu, pipes, step, lane_cap=a.get("lane_cap", 16))
+        dl = DispatchList()
+        out = storage_buffer(gpu, a["out_len"] * 4, "out") if "out_len" in a else None
+        async with GpuErrorScope(gpu, "recording " + a["name"]):
+            if a["kernel"] == "moe_gate_up":
+                g = matrix(a["gate"], a["gfmt"], a["slots"] * a["rows"], a["cols"])
+                u = matrix(a["up"], a["ufmt"], a["slots"] * a["rows"], a["cols"])
+                fused_kernels.moe_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out, buf(a["ids"]),
+                                          buf(a["slot_map"]), a["map_base"])
+            elif a["kernel"] == "ffn_gate_up":
+                g = matrix(a["gate"], a["gfmt"], a["rows"], a["cols"])
+                u = matrix(a["up"], a["ufmt"], a["rows"], a["cols"])
+                fused_kernels.ffn_gate_up(kern, dl, g, u, buf(a["x"]), out)
+            elif a["kernel"] == "expert_gate_up":
+                # the shader the streamed launcher records, one dispatch per pool buffer (as it does)
+                slots = buf(a["route_slots"])
+                nb = a["cols"] // 32
+                lanes = 64 // a["per_group"]
+                for b in range(a["n_buffers"]):
+                    params = kern._params("12I", a["rows"], nb, b, a["spb"], a["stride"], *a["offsets"], 0, 0, 0)
+                    pool = buf(f"{a['pool']}{b}")
+                    binds = {0: params, 1: buf(a["x"]), 2: out, 3: pool, 5: slots}
+                    if a["fmt"] == "q8":
+                        binds[4] = pool
+                    kern._record(dl, "expert_gate_up.wgsl", {"WFMT": a["fmt"], "LANES": lanes}, binds,
+                                 ((a["rows"] + a["per_group"] - 1) // a["per_group"], a["k"]), a["name"])
+            elif a["kernel"] == "moe_shexp_combine":
+                out = buf(a["h"])
+                fused_kernels.moe_shexp_combine(kern, dl, buf(a["route_w"]), buf(a["down"]), buf(a["x"]),
+                                                buf(a["gate_w"]), buf(a["shexp"]), out, a["n"], a["k"])
+        dl.submit(gpu)
+        data = await rb.read(out, 0, int(out.size))
+        (d / f"out_{a['name']}.bin").write_bytes(data)
+        check_errors(gpu, a["name"])
+    return {"cases": len(spec)}
+'''
+
+
+def silu(v):
+    return v / (1.0 + np.exp(-v))
+
+
+class Cases:
+    def __init__(self, folder, rng):
+        self.dir, self.rng = folder, rng
+        self.spec, self.expect = [], {}
+
+    def arr(self, name, a):
+        (self.dir / f"in_{name}.bin").write_bytes(np.ascontiguousarray(a).tobytes())
+        return name
+
+    def weights(self, name, fmt, rows, cols):
+        """Random Q8_0 planes (codes, f16 scales) or F32 values; returns the dequantised matrix (float64)."""
+        if fmt == "f32":
+            w = (self.rng.standard_normal((rows, cols)) * 0.1).astype(np.float32)
+            self.arr(name, w)
+            return w.astype(np.float64)
+        codes = self.rng.integers(-127, 128, size=(rows, cols), dtype=np.int8)
+        scales = (self.rng.random((rows, cols // 32)) * 0.004 + 0.001).astype(np.float16)
+        self.arr(name + "_codes", codes)
+        self.arr(name + "_scales", scales)
+        blocks = codes.reshape(rows, cols // 32, 32).astype(np.float64) * scales[:, :, None].astype(np.float64)
+        return blocks.reshape(rows, cols)
+
+    def add(self, expect, **case):
+        self.spec.append(case)
+        self.expect[case["name"]] = expect
+
+
+def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap):
+    """A pool of 7 slots; layer base 3 in the slot map; ids whose slots come out permuted."""
+    name = f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}"
+    slots, n_exp, base = 7, 6, 3
+    G = c.weights(name + "_g", gfmt, slots * rows, cols).reshape(slots, rows, cols)
+    U = c.weights(name + "_u", ufmt, slots * rows, cols).reshape(slots, rows, cols)
+    x = c.rng.standard_normal(cols).astype(np.float32)
+    perm = c.rng.permutation(slots)[:n_exp]
+    slot_map = np.concatenate([np.full(base, 99), perm]).astype(np.uint32)
+    ids = c.rng.permutation(n_exp)[:k].astype(np.uint32)
+    c.arr(name + "_x", x)
+    c.arr(name + "_map", slot_map)
+    c.arr(name + "_ids", ids)
+    xd = x.astype(np.float64)
+    want = np.concatenate([silu(G[perm[e]] @ xd) * (U[perm[e]] @ xd) for e in ids])
+    c.add(want, name=name, kernel="moe_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt, ufmt=ufmt,
+          slots=slots, rows=rows, cols=cols, k=k, x=name + "_x", ids=name + "_ids", slot_map=name + "_map",
+          map_base=base, out_len=k * rows, lane_cap=lane_cap)
+
+
+def dense_case(c, gfmt, ufmt, rows, cols):
+    name = f"dense_{gfmt}_{ufmt}_r{rows}_c{cols}"
+    G = c.weights(name + "_g", gfmt, rows, cols)
+    U = c.weights(name + "_u", ufmt, rows, cols)
+    x = c.rng.standard_normal(cols).astype(np.float32)
+    c.arr(name + "_x", x)
+    xd = x.astype(np.float64)
+    c.add(silu(G @ xd) * (U @ xd), name=name, kernel="ffn_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt,
+          ufmt=ufmt, rows=rows, cols=cols, x=name + "_x", out_len=rows)
+
+
+def streamed_case(c, fmt):
+    """Records of [gate codes | gate scales | up codes | up scales] (256-byte aligned parts, as the store lays
+    them out) in 2 pool buffers of 3 slots; k = 4 picks slots in both buffers and one absent expert."""
+    name = f"pool_{fmt}"
+    rows, cols, spb, k = 24, 64, 3, 4
+    align = lambda n: (n + 255) // 256 * 256  # noqa: E731
+    if fmt == "q8":
+        codes_b, scales_b = rows * cols, rows * cols // 16
+    else:
+        codes_b, scales_b = 4 * rows * cols, 0
+    gc = 0
+    gs = align(gc + codes_b)
+    uc = align(gs + scales_b)
+    us = align(uc + codes_b)
+    stride = align(us + scales_b)
+    pools = [bytearray(spb * stride) for _ in range(2)]
+    mats = {}
+    for slot in range(2 * spb):
+        record = pools[slot // spb]
+        at = (slot % spb) * stride
+        for part, co, so in (("g", gc, gs), ("u", uc, us)):
+            tag = f"{name}_{slot}{part}"
+            mats[slot, part] = c.weights(tag, fmt, rows, cols)
+            if fmt == "q8":
+                codes = (c.dir / f"in_{tag}_codes.bin").read_bytes()
+                scales = (c.dir / f"in_{tag}_scales.bin").read_bytes()
+                record[at + co:at + co + len(codes)] = codes
+                record[at + so:at + so + len(scales)] = scales
+            else:
+                vals = (c.dir / f"in_{tag}.bin").read_bytes()
+                record[at + co:at + co + len(vals)] = vals
+    for b in range(2):
+        c.arr(f"{name}{b}", np.frombuffer(bytes(pools[b]), np.uint8))
+    route_slots = np.array([4, 0xFFFFFFFF, 1, 5], np.uint32)
+    c.arr(name + "_slots", route_slots)
+    x = c.rng.standard_normal(cols).astype(np.float32)
+    c.arr(name + "_x", x)
+    xd = x.astype(np.float64)
+    want = np.concatenate([np.zeros(rows) if s == 0xFFFFFFFF else
+                           silu(mats[s, "g"] @ xd) * (mats[s, "u"] @ xd) for s in route_slots])
+    c.add(want, name=name, kernel="expert_gate_up", fmt=fmt, pool=name, n_buffers=2, spb=spb, stride=stride,
+          offsets=[gc, gs, uc, us], rows=rows, cols=cols, k=k, per_group=32, x=name + "_x",
+          route_slots=name + "_slots", out_len=k * rows)
+
+
+def combine_case(c, n, k):
+    name = f"combine_n{n}_k{k}"
+    h = c.rng.standard_normal(n).astype(np.float32)
+    route_w = c.rng.random(k).astype(np.float32)
+    down = c.rng.standard_normal(k * n).astype(np.float32)
+    x = c.rng.standard_normal(n).astype(np.float32)
+    gate_w = (c.rng.standard_normal(n) * 0.1).astype(np.float32)
+    shexp = c.rng.standard_normal(n).astype(np.float32)
+    for tag, a in (("h", h), ("rw", route_w), ("down", down), ("x", x), ("gw", gate_w), ("sh", shexp)):
+        c.arr(f"{name}_{tag}", a)
+    d = lambda a: a.astype(np.float64)  # noqa: E731
+    gate = 1.0 / (1.0 + np.exp(-(d(gate_w) @ d(x))))
+    want = d(h) + d(route_w) @ d(down).reshape(k, n) + gate * d(shexp)
+    c.add(want, name=name, kernel="moe_shexp_combine", h=name + "_h", route_w=name + "_rw", down=name + "_down",
+          x=name + "_x", gate_w=name + "_gw", shexp=name + "_sh", n=n, k=k)
+
+
+ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
+          ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
+DENSE = [("q8", "q8", 70, 128), ("f32", "f32", 30, 96)]
+COMBINE = [(300, 3), (256, 8), (40, 1)]
+
+
+@pytest.fixture(scope="module")
+def fused_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fused")
+    c = Cases(d, np.random.default_rng(11))
+    for case in ROUTED:
+        routed_cases(c, *case)
+    for case in DENSE:
+        dense_case(c, *case)
+    for fmt in ("q8", "f32"):
+        streamed_case(c, fmt)
+    for case in COMBINE:
+        combine_case(c, *case)
+    (d / "spec.json").write_text(json.dumps(c.spec))
+    run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
+    return c
+
+
+def check(c, name, n=None):
+    got = np.frombuffer((c.dir / f"out_{name}.bin").read_bytes(), np.float32)
+    want = c.expect[name]
+    np.testing.assert_allclose(got[:len(want)].astype(np.float64), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ROUTED, ids=lambda t: "_".join(map(str, t)))
+def test_moe_gate_up_matches_numpy(fused_run, case):
+    gfmt, ufmt, k, rows, cols, lane_cap = case
+    check(fused_run, f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}")
+
+
+@pytest.mark.parametrize("case", DENSE, ids=lambda t: "_".join(map(str, t)))
+def test_dense_gate_up_matches_numpy(fused_run, case):
+    gfmt, ufmt, rows, cols = case
+    check(fused_run, f"dense_{gfmt}_{ufmt}_r{rows}_c{cols}")
+
+
+@pytest.mark.parametrize("fmt", ["q8", "f32"])
+def test_streamed_gate_up_reads_both_pool_buffers(fused_run, fmt):
+    check(fused_run, f"pool_{fmt}")
+
+
+@pytest.mark.parametrize("case", COMBINE, ids=lambda t: "_".join(map(str, t)))
+def test_combine_with_shared_expert(fused_run, case):
+    n, k = case
+    check(fused_run, f"combine_n{n}_k{k}")
