@@ -3,6 +3,18 @@ import js
 
 from .jsutil import js_bytes
 
+# A Python buffer handed to JS becomes a PyProxy; `getBuffer` gives a Uint8Array over the Python object's own bytes
+# in the WASM heap (no copy), so `writeBuffer` copies once, straight from Python memory. Done inside one JS call so
+# nothing can grow (and detach) the heap between taking the view and using it; `size` is explicit, so a detached
+# view would fail loudly instead of writing nothing.
+_WRITE_VIEW_JS = r"""
+(queue, buf, offset, py, start, size) => {
+  const pb = py.getBuffer('u8');
+  try { queue.writeBuffer(buf, offset, pb.data, start, size); } finally { pb.release(); }
+}
+"""
+_write_view = None
+
 MAP_READ = 0x0001
 MAP_WRITE = 0x0002
 COPY_SRC = 0x0004
@@ -56,6 +68,40 @@ def write_buffer(gpu, buf, offset: int, data) -> None:
         mv = memoryview(bytes(mv) + b"\0" * (-len(mv) % 4))
     for start in range(0, len(mv), UPLOAD_CHUNK):
         gpu.queue.writeBuffer(buf, offset + start, js_bytes(mv[start:start + UPLOAD_CHUNK]))
+
+
+def write_view(gpu, buf, offset: int, data, start: int = 0, nbytes: int | None = None) -> None:
+    """Copy data[start:start + nbytes] (a contiguous Python bytes-like object) into `buf` at `offset` without an
+    intermediate JS copy (see _WRITE_VIEW_JS). nbytes, start and offset must be multiples of 4 (writeBuffer's rule)."""
+    global _write_view
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        raise ValueError("write_view needs a contiguous buffer (a strided view would be read as if it were not)")
+    if nbytes is None:
+        nbytes = mv.nbytes - start
+    if start < 0 or start + nbytes > mv.nbytes:
+        raise ValueError(f"write_view: bytes {start}..{start + nbytes} are outside the {mv.nbytes}-byte buffer")
+    if nbytes % 4 or offset % 4:
+        raise ValueError(f"write_view needs 4-byte multiples, got offset {offset}, {nbytes} B")
+    if nbytes == 0:
+        return
+    if _write_view is None:
+        from pyodide.code import run_js
+        _write_view = run_js(_WRITE_VIEW_JS)
+    _write_view(gpu.queue, buf, offset, data, start, nbytes)
+
+
+def write_bytes(gpu, buf, offset: int, data) -> None:
+    """Copy a whole bytes-like `data` into `buf` at `offset` (length padded to 4 bytes), one copy for the
+    4-byte-aligned part and a padded 4-byte word for any tail, in pieces of UPLOAD_CHUNK (bounds the driver's
+    staging memory per call)."""
+    n = memoryview(data).nbytes
+    whole = n & ~3
+    for start in range(0, whole, UPLOAD_CHUNK):
+        write_view(gpu, buf, offset + start, data, start, min(UPLOAD_CHUNK, whole - start))
+    if whole < n:
+        tail = bytes(memoryview(data).cast("B")[whole:]) + b"\0" * (4 - (n - whole))
+        gpu.queue.writeBuffer(buf, offset + whole, js_bytes(tail))
 
 
 def upload(gpu, data, label: str = "", extra_usage: int = 0):
