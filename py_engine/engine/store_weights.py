@@ -15,7 +15,7 @@ import re
 
 from ..gguf import GGMLType
 from ..gguf.reader import parse_header
-from ..gpu.buffers import storage_buffer, write_buffer
+from ..gpu.buffers import storage_buffer, write_bytes
 from ..gpu.kernels import GpuMatrix
 from ..store.layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, MANIFEST_FILE, RECORD_PLANES
 
@@ -153,7 +153,7 @@ class StoreWeightLoader:
                 if len(data) != n:
                     raise OSError(f"{file}: short read at {offset + start} ({len(data)} of {n} B); the store is "
                                   f"damaged, verify or ingest it again")
-                write_buffer(self.gpu, buf, start, data)
+                write_bytes(self.gpu, buf, start, data)  # no to_js copy: a view onto the read bytes
                 self.bytes_uploaded += n
         self._fills.clear()
 
