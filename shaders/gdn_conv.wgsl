@@ -13,29 +13,13 @@ struct Params { n: u32, k: u32, x_base: u32, y_base: u32 }
 @group(0) @binding(4) var<storage, read_write> window: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
+#include "gdn_conv_step.wgsl"
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let c = gid.x;
   if (c >= p.n) {
     return;
   }
-  let taps = p.k - 1u;
-  let fresh = step.pos == 0u;
-  let xc = x[p.x_base + c];
-  var acc = 0.0;
-  for (var j = 0u; j < taps; j++) {
-    var prev = 0.0;
-    if (!fresh) {
-      prev = window[j * p.n + c];
-    }
-    acc += prev * w[c * p.k + j];
-    if (j > 0u) {
-      window[(j - 1u) * p.n + c] = prev;   // shift: the oldest input drops out
-    }
-  }
-  acc += xc * w[c * p.k + taps];
-  if (taps > 0u) {
-    window[(taps - 1u) * p.n + c] = xc;
-  }
-  y[p.y_base + c] = acc / (1.0 + exp(-acc));
+  y[p.y_base + c] = conv_silu_step(c, x[p.x_base + c], step.pos == 0u);
 }
