@@ -1,5 +1,5 @@
 // Prefill routed-expert GEMM over the chunk's picks grouped by expert (moe_group.wgsl). Workgroup (row tile,
-// expert e): for the picks routed to e, in tiles of 32,
+// expert e): for the picks routed to e, in tiles of TT (16·TILE_TN),
 //   y[pick · rows + r] = W_e[r] · x[(pick / x_div) · x_stride + x_base ..]
 // (gate/up: x_div = k, every pick of a token reads its normed row; down: x_div = 1, each pick its own activation).
 // The expert's weights sit in slot slot_map[map_base + e] of a pool: slots of `spb` per buffer, this dispatch
@@ -63,18 +63,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   cv0 = lslot * p.code_stride + p.codes_off;
   sh0 = lslot * p.scale_stride + p.scales_off;
   let rows_here = min(TR, p.rows - row0);
-  let tr = lid.x % 16u;
-  let tt = lid.x / 16u;
   for (var t0 = 0u; t0 < total; t0 += TT) {
     first = 2u * p.n_exp + grouped[p.n_exp + e] + t0;
     n_tile = min(TT, total - t0);
     let acc = tile_product(lid.x, p.nb, rows_here);
-    for (var a = 0u; a < 4u; a++) {
-      for (var c = 0u; c < 2u; c++) {
-        let r = tr + 16u * a;
-        let t = tt + 16u * c;
-        if (r < rows_here && t < n_tile) {
-          y[grouped[first + t] * p.rows + row0 + r] = acc[a * 2u + c];
+    for (var j = 0u; j < TN; j++) {
+      let t = tile_token(lid.x, j);
+      if (t >= n_tile) {
+        continue;
+      }
+      let base = grouped[first + t] * p.rows + row0;
+      for (var h = 0u; h < 2u; h++) {
+        for (var i = 0u; i < 4u; i++) {
+          let r = tile_row(lid.x, h, i);
+          if (r < rows_here) {
+            y[base + r] = acc[2u * j + h][i];
+          }
         }
       }
     }

@@ -1,6 +1,7 @@
 // Prefill GEMM: Y[t·y_stride + y_base + r] (+)= W[r] · X[t·x_stride + x_base ..] for the chunk's token rows
-// t < n and the weight rows r < rows of one matrix (or row band). Workgroups: (row tiles of 64, token tiles of
-// 32). Weights: Q8_0 planes or F32 (WFMT), dequantised into workgroup memory once per tile; f32 accumulation.
+// t < n and the weight rows r < rows of one matrix (or row band). Workgroups: (row tiles of 128, token tiles of
+// TT = 16·TILE_TN). Weights: Q8_0 planes or F32 (WFMT), dequantised into workgroup memory once per tile; f32
+// accumulation.
 #include "chunk.wgsl"
 struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, y_base: u32, y_stride: u32, accumulate: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -35,18 +36,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   }
   let rows_here = min(TR, p.rows - row0);
   let acc = tile_product(lid.x, p.nb, rows_here);
-  let tr = lid.x % 16u;
-  let tt = lid.x / 16u;
-  for (var a = 0u; a < 4u; a++) {
-    for (var c = 0u; c < 2u; c++) {
-      let r = tr + 16u * a;
-      let t = tok0 + tt + 16u * c;
-      if (r < rows_here && t < chunk.n) {
-        let i = t * p.y_stride + p.y_base + row0 + r;
-        if (p.accumulate != 0u) {
-          y[i] += acc[a * 2u + c];
-        } else {
-          y[i] = acc[a * 2u + c];
+  for (var j = 0u; j < TN; j++) {
+    let t = tok0 + tile_token(lid.x, j);
+    if (t >= chunk.n) {
+      continue;
+    }
+    for (var h = 0u; h < 2u; h++) {
+      for (var i = 0u; i < 4u; i++) {
+        let r = tile_row(lid.x, h, i);
+        if (r < rows_here) {
+          let o = t * p.y_stride + p.y_base + row0 + r;
+          if (p.accumulate != 0u) {
+            y[o] += acc[2u * j + h][i];
+          } else {
+            y[o] = acc[2u * j + h][i];
+          }
         }
       }
     }

@@ -1,54 +1,87 @@
-// The shared tile loop of the prefill GEMMs: 64 weight rows × 32 activation rows per workgroup of 256, K in steps
-// of one 32-column block. Per step the workgroup stages the dequantised weights (4 lanes per row, 8 values each)
-// and the activations (8 lanes per row, 4 values each) in workgroup memory; each lane then accumulates 4 weight
-// rows × 2 activation rows (f32). The includer defines x_index(row, col) (-1 for a row outside the tile's data)
-// and w_block(row, b) -> vec2<u32> (codes vec4 index, scale index) for the weight block, or an absent row.
-const TR: u32 = 64u;
-const TT: u32 = 32u;
-const PAD: u32 = 33u;  // row pitch of the tiles: neighbouring lanes hit different banks
-var<workgroup> wt: array<f32, 2112>;  // TR × PAD
-var<workgroup> xt: array<f32, 1056>;  // TT × PAD
+// The shared, register-blocked tile loop of the prefill GEMMs: 128 weight rows × TT activation rows (tokens) per
+// workgroup of 256 lanes, TT = 16·TN with TN ({{TILE_TN}}) tokens per lane: 1, 2 or 4 (tiles of 16, 32, 64 tokens,
+// chosen per launch so that few tokens do not pay for a wide tile). K advances in steps of 16 columns (half a
+// Q8_0 block): the workgroup stages the dequantised weights (lane: 8 columns of one row) and the activations
+// (lane: TT/16 columns of one token) transposed, column-major, in workgroup memory (KS × 128 + KS × TT f32, at
+// most 12 KiB; neighbouring lanes write neighbouring addresses: no bank conflicts); each lane then
+// accumulates 8 weight rows (two vec4 loads: rows 4·tr.. and 64 + 4·tr..) × TN tokens (one vec4 load), 8·TN
+// multiply-adds per column, every column in order (the same f32 order as a dot product over K).
+// The includer defines x_index(t, col) (-1 for a token outside the tile's data) and w_block(row, b) -> vec2<u32>
+// (codes vec4 index, scale index of the weight block) for rows < rows_here.
+const TN: u32 = {{TILE_TN}}u;
+const TR: u32 = 128u;
+const TT: u32 = 16u * TN;
+const KS: u32 = 16u;  // columns per staged step
+const XC: u32 = TT / 16u;  // activation values one lane stages per step
+var<workgroup> wt: array<vec4<f32>, 512>;  // [k][row / 4]: KS × TR / 4
+var<workgroup> xt: array<vec4<f32>, 4u * TT>;  // [k][token / 4]: KS × TT / 4
 
-// acc[a * 2 + c] = Σ_col W[r0 + lane%16 + 16a][col] · X[row lane/16 + 16c][col]
-fn tile_product(lid: u32, nb: u32, rows_here: u32) -> array<f32, 8> {
-  var acc: array<f32, 8>;
-  let wr = lid / 4u;
-  let wq = lid % 4u;
-  let xr = lid / 8u;
-  let xq = lid % 8u;
+// The lane's staged values of step s (16 columns): 8 weights of row lid % 128, XC activations of token lid % TT.
+struct Staged { w: array<vec4<f32>, 2>, x: array<f32, XC> }
+
+fn stage_load(lid: u32, s: u32, rows_here: u32) -> Staged {
+  var st: Staged;
+  let wr = lid % TR;
+  if (wr < rows_here) {
+    let at = w_block(wr, s >> 1u);
+    st.w = w_eighth(at.x, at.y, 2u * (s & 1u) + lid / TR);
+  }
+  let xtok = lid % TT;
+  let xc0 = (lid / TT) * XC;
+  for (var i = 0u; i < XC; i++) {
+    let e = x_index(xtok, s * KS + xc0 + i);
+    if (e >= 0) {
+      st.x[i] = x[u32(e)];
+    }
+  }
+  return st;
+}
+
+// acc[2j + h][i] = Σ_col W[64h + 4·(lid % 16) + i][col] · X[TN·(lid / 16) + j][col]. The next step's values are
+// read from memory before this step's products, so their latency overlaps the arithmetic.
+fn tile_product(lid: u32, nb: u32, rows_here: u32) -> array<vec4<f32>, 2u * TN> {
+  var acc: array<vec4<f32>, 2u * TN>;
+  let wo = (lid / TR) * 8u * 32u + (lid % TR) / 4u;  // staging: [column][row / 4] of the lane's first weight
+  let wc = lid % 4u;
+  let xtok = lid % TT;
+  let xc0 = (lid / TT) * XC;
   let tr = lid % 16u;
   let tt = lid / 16u;
-  for (var b = 0u; b < nb; b++) {
-    var wv = array<vec4<f32>, 2>(vec4<f32>(0.0), vec4<f32>(0.0));
-    if (wr < rows_here) {
-      let at = w_block(wr, b);
-      wv = w_eighth(at.x, at.y, wq);
-    }
-    let wo = wr * PAD + wq * 8u;
+  let xsub = (tt * TN) % 4u;  // the lane's first token inside its vec4
+  let steps = 2u * nb;
+  var st = stage_load(lid, 0u, rows_here);
+  for (var s = 0u; s < steps; s++) {
     for (var i = 0u; i < 4u; i++) {
-      wt[wo + i] = wv[0][i];
-      wt[wo + 4u + i] = wv[1][i];
+      wt[wo + i * 32u][wc] = st.w[0][i];
+      wt[wo + (4u + i) * 32u][wc] = st.w[1][i];
     }
-    let xo = xr * PAD + xq * 4u;
-    for (var i = 0u; i < 4u; i++) {
-      let e = x_index(xr, b * 32u + xq * 4u + i);
-      var v = 0.0;
-      if (e >= 0) {
-        v = x[u32(e)];
-      }
-      xt[xo + i] = v;
+    for (var i = 0u; i < XC; i++) {
+      xt[((xc0 + i) * TT + xtok) / 4u][xtok % 4u] = st.x[i];
     }
     workgroupBarrier();
-    for (var c = 0u; c < 32u; c++) {
-      let x0 = xt[tt * PAD + c];
-      let x1 = xt[(tt + 16u) * PAD + c];
-      for (var a = 0u; a < 4u; a++) {
-        let w = wt[(tr + 16u * a) * PAD + c];
-        acc[a * 2u] += w * x0;
-        acc[a * 2u + 1u] += w * x1;
+    if (s + 1u < steps) {
+      st = stage_load(lid, s + 1u, rows_here);
+    }
+    for (var k = 0u; k < KS; k++) {
+      let w0 = wt[k * 32u + tr];
+      let w1 = wt[k * 32u + 16u + tr];
+      let xv = xt[(k * TT + tt * TN) / 4u];
+      for (var j = 0u; j < TN; j++) {
+        let xs = xv[xsub + j];
+        acc[2u * j] += w0 * xs;
+        acc[2u * j + 1u] += w1 * xs;
       }
     }
     workgroupBarrier();
   }
   return acc;
+}
+
+// The weight row of acc[2j + h][i] inside the tile, and its token.
+fn tile_row(lid: u32, h: u32, i: u32) -> u32 {
+  return 64u * h + 4u * (lid % 16u) + i;
+}
+
+fn tile_token(lid: u32, j: u32) -> u32 {
+  return TN * (lid / 16u) + j;
 }

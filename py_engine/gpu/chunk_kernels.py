@@ -6,8 +6,19 @@ serves every chunk, the last short one included.
 """
 from .kernels import GpuMatrix
 
-GEMM_ROWS, GEMM_TOKENS = 64, 32  # the tile of shaders/gemm_tile.wgsl
+GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile.wgsl
+GEMM_TOKEN_TILES = (16, 32, 64)  # its token tiles (16 · TILE_TN tokens, TILE_TN = 1, 2, 4 per lane)
 ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
+
+
+def gemm_token_tile(tokens: int) -> int:
+    """The narrowest token tile that covers `tokens` rows (the widest when none does): a wide tile reuses each
+    staged weight over more tokens, but its lanes multiply zeros for the tokens a short chunk (or an expert with
+    few picks) does not have."""
+    for tt in GEMM_TOKEN_TILES:
+        if tokens <= tt:
+            return tt
+    return GEMM_TOKEN_TILES[-1]
 
 
 class ChunkKernels:
@@ -24,20 +35,23 @@ class ChunkKernels:
         """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
         row band)."""
         nb = w.cols // 32
+        tt = gemm_token_tile(self.T)
         for row0, n, bufs in w.bands:
             params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate), 0,
                                        label=label)
-            groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + GEMM_TOKENS - 1) // GEMM_TOKENS)
-            self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt}, {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups,
-                      label or w.name)
+            groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + tt - 1) // tt)
+            self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt, "TILE_TN": tt // 16},
+                      {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
         self.flops += 2 * w.rows * w.cols * self.T
 
     def expert_gemm(self, dl, pool, rows, k, x, y, grouped, slot_map, map_base, n_exp, mask, x_stride, x_div,
                     pool_buffers=None, layout=None, label=""):
         """y[pick·rows + r] = W_expert(pick)[r]·x[(pick / x_div)·x_stride ..] over the grouped picks. `pool`: a
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
-        pool's buffers and layout (one dispatch per pool buffer)."""
+        pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
+        average (T·k / n_exp); the kernel loops over tiles for an expert with more."""
         nb = pool.cols // 32
+        tt = gemm_token_tile(-(-self.T * k // n_exp))
         blk_v = 2 if pool.fmt == "q8" else 8
         groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
         if pool_buffers is None:
@@ -54,7 +68,7 @@ class ChunkKernels:
         for b, spb, cstride, sstride, coff, soff, bufs in targets:
             params = self.kern._params("16I", rows, nb, 0, x_stride, x_div, map_base, n_exp, b, spb, cstride, sstride,
                                        coff, soff, 0, 0, 0, label=label)
-            self._rec(dl, "expert_gemm.wgsl", {"WFMT": pool.fmt},
+            self._rec(dl, "expert_gemm.wgsl", {"WFMT": pool.fmt, "TILE_TN": tt // 16},
                       {0: params, 1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
                       f"{label or pool.name}@{b}")
         self.flops += 2 * rows * pool.cols * k * self.T

@@ -1,0 +1,219 @@
+"""The prefill GEMM tile (shaders/gemm_tile.wgsl through gemm.wgsl and expert_gemm.wgsl, launched by
+py_engine.gpu.chunk_kernels) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against numpy.
+
+The cases sit on the tile's edges: weight rows around the 128-row tile (1, 127, 129, 300), tokens around the token
+tiles (1, 63, 65: the tile follows the recorded chunk size, 16, 32 or 64 tokens) and a chunk whose last rows are
+unused, K of one block, two blocks and 64 blocks, Q8_0 and F32 weights, row bands, strided and offset rows,
+accumulation, and routed experts with no, one, a few and more than a tile of picks, masked and absent experts.
+"""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from diskformer.node_engine import run_in_node
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+NODE_CODE = r'''
+import json, struct
+from pathlib import Path
+from py_engine.gpu.device import open_gpu
+from py_engine.gpu.buffers import upload, storage_buffer, create_buffer, write_buffer, Readback, UNIFORM, COPY_DST
+from py_engine.gpu.pipelines import Pipelines, GpuErrorScope
+from py_engine.gpu.commands import DispatchList, track_errors, check_errors
+from py_engine.gpu.kernels import Kernels, GpuMatrix
+from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_token_tile
+
+async def main(args):
+    d = Path(args["dir"])
+    spec = json.loads((d / "spec.json").read_text())
+    gpu = await open_gpu()
+    track_errors(gpu)
+    pipes = Pipelines(gpu)
+    step = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+    kern = Kernels(gpu, pipes, step)
+    rb = Readback(gpu)
+
+    def inp(name):
+        return upload(gpu, (d / f"in_{name}.bin").read_bytes(), name)
+
+    def matrix(name, fmt, rows, cols, band_rows):
+        bands = []
+        for r0 in range(0, rows, band_rows):
+            n = min(band_rows, rows - r0)
+            if fmt == "q8":
+                codes = (d / f"in_{name}_codes.bin").read_bytes()[r0 * cols:(r0 + n) * cols]
+                scales = (d / f"in_{name}_scales.bin").read_bytes()[r0 * cols // 16:(r0 + n) * cols // 16]
+                bands.append((r0, n, {3: upload(gpu, codes), 4: upload(gpu, scales)}))
+            else:
+                vals = (d / f"in_{name}.bin").read_bytes()[r0 * cols * 4:(r0 + n) * cols * 4]
+                bands.append((r0, n, {3: upload(gpu, vals)}))
+        return GpuMatrix(name, fmt, rows, cols, bands)
+
+    for a in spec:
+        chunk = create_buffer(gpu, 16, UNIFORM | COPY_DST, "chunk")
+        write_buffer(gpu, chunk, 0, struct.pack("<4I", a["n"], 0, 0, 0))
+        ck = ChunkKernels(kern, chunk, a["T"])
+        dl = DispatchList()
+        y = inp(a["name"] + "_y0")
+        async with GpuErrorScope(gpu, "recording " + a["name"]):
+            if a["kernel"] == "gemm":
+                w = matrix(a["name"] + "_w", a["fmt"], a["rows"], a["cols"], a["band_rows"])
+                ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
+                        a["accumulate"])
+            else:
+                pool = matrix(a["name"] + "_w", a["fmt"], a["slots"] * a["rows"], a["cols"], a["slots"] * a["rows"])
+                ck.expert_gemm(dl, pool, a["rows"], a["k"], inp(a["name"] + "_x"), y, inp(a["name"] + "_grouped"),
+                               inp(a["name"] + "_slot_map"), a["map_base"], a["n_exp"], inp(a["name"] + "_mask"),
+                               a["x_stride"], a["x_div"])
+        dl.submit(gpu)
+        (d / f"out_{a['name']}.bin").write_bytes(await rb.read(y, 0, int(y.size)))
+        check_errors(gpu, a["name"])
+    return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]]}
+'''
+
+TILE_TOKENS = [1, 16, 17, 32, 33, 64, 65, 512]
+SENTINEL = -7.25  # in every output slot the kernel must not write
+
+
+class Cases:
+    def __init__(self, folder, rng):
+        self.dir, self.rng = folder, rng
+        self.spec, self.ref = [], {}
+
+    def arr(self, name, a):
+        (self.dir / f"in_{name}.bin").write_bytes(np.ascontiguousarray(a).tobytes())
+
+    def weights(self, name, fmt, rows, cols):
+        """Random weights written in the engine's layout; returns their exact f32 values."""
+        if fmt == "f32":
+            w = self.rng.standard_normal((rows, cols)).astype(np.float32)
+            self.arr(name, w)
+            return w
+        codes = self.rng.integers(-128, 128, size=(rows, cols), dtype=np.int8)
+        scales = (self.rng.random((rows, cols // 32)) * 0.02 + 0.001).astype(np.float16)
+        self.arr(name + "_codes", codes)
+        self.arr(name + "_scales", scales)
+        blocks = codes.reshape(rows, cols // 32, 32).astype(np.float32) * scales[:, :, None].astype(np.float32)
+        return blocks.reshape(rows, cols)
+
+    def gemm(self, name, fmt, rows, cols, n, T=None, band_rows=None, x_base=0, x_extra=0, y_base=0, y_extra=0,
+             accumulate=False):
+        T = T or n
+        x_stride, y_stride = cols + x_base + x_extra, rows + y_base + y_extra
+        W = self.weights(name + "_w", fmt, rows, cols)
+        x = self.rng.standard_normal(T * x_stride).astype(np.float32)
+        y0 = np.full(T * y_stride, SENTINEL, np.float32)
+        if accumulate:
+            y0 = self.rng.standard_normal(T * y_stride).astype(np.float32)
+        self.arr(name + "_x", x)
+        self.arr(name + "_y0", y0)
+        ref = y0.astype(np.float64).reshape(T, y_stride)
+        xs = x.astype(np.float64).reshape(T, x_stride)[:n, x_base:x_base + cols]
+        prod = xs @ W.astype(np.float64).T
+        ref[:n, y_base:y_base + rows] = prod + (ref[:n, y_base:y_base + rows] if accumulate else 0)
+        self.ref[name] = ref.ravel()
+        self.spec.append(dict(name=name, kernel="gemm", fmt=fmt, rows=rows, cols=cols, n=n, T=T,
+                              band_rows=band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
+                              y_base=y_base, accumulate=accumulate))
+
+    def experts(self, name, fmt, rows, cols, T, k, counts, x_div, absent=(), masked=()):
+        """Routed-expert GEMM: expert e gets counts[e] of the T·k picks; x row of pick p: p // x_div."""
+        n_exp = len(counts)
+        slots = n_exp + 1
+        P = self.weights(name + "_w", fmt, slots * rows, cols).reshape(slots, rows, cols)
+        slot_of = self.rng.permutation(slots)[:n_exp].astype(np.uint32)  # expert e -> a slot (one spare)
+        map_base = 3
+        slot_map = np.full(map_base + n_exp, 0xFFFFFFFF, np.uint32)
+        slot_map[map_base:] = slot_of
+        for e in absent:
+            slot_map[map_base + e] = 0xFFFFFFFF
+        mask = np.ones(n_exp, np.uint32)
+        mask[list(masked)] = 0
+        n_picks = T * k
+        assert sum(counts) <= n_picks
+        order = self.rng.permutation(n_picks)  # every pick belongs to one expert (p = token · k + j)
+        ends = np.cumsum(counts)
+        picks = [np.sort(order[end - c:end]).astype(np.uint32) for c, end in zip(counts, ends)]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.uint32)
+        grouped = np.concatenate([np.array(counts, np.uint32), offsets] + picks)
+        x_rows = T if x_div == k else n_picks
+        x = self.rng.standard_normal(x_rows * cols).astype(np.float32)
+        y0 = np.full(n_picks * rows, SENTINEL, np.float32)
+        for nm, v in (("_x", x), ("_y0", y0), ("_grouped", grouped), ("_slot_map", slot_map), ("_mask", mask)):
+            self.arr(name + nm, v)
+        ref = y0.astype(np.float64).reshape(n_picks, rows)
+        xs = x.astype(np.float64).reshape(x_rows, cols)
+        for e in range(n_exp):
+            if e in absent or e in masked:
+                continue
+            for p in picks[e]:
+                ref[p] = P[slot_of[e]].astype(np.float64) @ xs[p // x_div]
+        self.ref[name] = ref.ravel()
+        self.spec.append(dict(name=name, kernel="experts", fmt=fmt, rows=rows, cols=cols, n=T, T=T, k=k,
+                              n_exp=n_exp, slots=slots, map_base=map_base, x_stride=cols, x_div=x_div))
+
+
+@pytest.fixture(scope="module")
+def tile_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gemm_tile")
+    c = Cases(d, np.random.default_rng(11))
+    for fmt in ("q8", "f32"):
+        for rows in (1, 127, 129, 300):
+            for n in (1, 63, 65):
+                c.gemm(f"g_{fmt}_r{rows}_t{n}_k64", fmt, rows, 64, n)
+        for rows, n in ((129, 65), (300, 1), (127, 63)):
+            c.gemm(f"g_{fmt}_r{rows}_t{n}_k32", fmt, rows, 32, n)
+        for rows, n in ((129, 65), (300, 1), (1, 63)):
+            c.gemm(f"g_{fmt}_r{rows}_t{n}_k2048", fmt, rows, 2048, n)
+        # a short last chunk (rows beyond n unused), bands, offsets inside wider rows, accumulation
+        c.gemm(f"g_{fmt}_short", fmt, 300, 96, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7, y_extra=3)
+        c.gemm(f"g_{fmt}_acc", fmt, 129, 64, 20, T=32, x_base=64, y_base=11, accumulate=True)
+        c.gemm(f"g_{fmt}_t16", fmt, 200, 64, 9, T=16)
+        # routed experts: average picks per expert pick the 16-, 32- and 64-token tile; counts around each
+        c.experts(f"e_{fmt}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2)
+        c.experts(f"e_{fmt}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0])
+        c.experts(f"e_{fmt}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2])
+    (d / "spec.json").write_text(json.dumps(c.spec))
+    info = run_in_node(NODE_CODE, {"dir": str(d), "tile_tokens": TILE_TOKENS}, mounts=[d], timeout=600)
+    return c, d, info
+
+
+def _cases(prefix):
+    names = []
+    for fmt in ("q8", "f32"):
+        names += [f"g_{fmt}_r{r}_t{n}_k64" for r in (1, 127, 129, 300) for n in (1, 63, 65)]
+        names += [f"g_{fmt}_r{r}_t{n}_k32" for r, n in ((129, 65), (300, 1), (127, 63))]
+        names += [f"g_{fmt}_r{r}_t{n}_k2048" for r, n in ((129, 65), (300, 1), (1, 63))]
+        names += [f"g_{fmt}_short", f"g_{fmt}_acc", f"g_{fmt}_t16"]
+        names += [f"e_{fmt}_t16", f"e_{fmt}_t32", f"e_{fmt}_t64"]
+    return [n for n in names if n.startswith(prefix)]
+
+
+def _check(tile_run, name):
+    c, d, _ = tile_run
+    got = np.frombuffer((d / f"out_{name}.bin").read_bytes(), np.float32).astype(np.float64)
+    ref = c.ref[name]
+    assert got.shape == ref.shape
+    untouched = ref == SENTINEL
+    assert np.array_equal(got[untouched], ref[untouched]), f"{name}: wrote outside its rows / tokens"
+    # f32 accumulation over K columns against an f64 reference: bound by K · eps · Σ|w·x|-scale values
+    scale = np.abs(ref[~untouched]).max() if (~untouched).any() else 1.0
+    err = np.abs(got - ref).max()
+    assert err <= 2e-5 * scale + 1e-5, f"{name}: max error {err} (scale {scale})"
+
+
+@pytest.mark.parametrize("name", _cases("g_"))
+def test_dense_gemm_tile_edges(tile_run, name):
+    _check(tile_run, name)
+
+
+@pytest.mark.parametrize("name", _cases("e_"))
+def test_expert_gemm_tile_edges(tile_run, name):
+    _check(tile_run, name)
+
+
+def test_token_tile_follows_the_chunk(tile_run):
+    assert tile_run[2]["tiles"] == [16, 16, 32, 32, 64, 64, 64, 64]
