@@ -36,13 +36,7 @@ var<workgroup> red_q: array<f32, WG>;
 var<workgroup> red_k: array<f32, WG>;
 var<workgroup> part: array<f32, WG>;
 
-fn softplus(x: f32) -> f32 {
-  // log(1 + e^x); above 20 it equals x in f32 (and e^x would overflow further up)
-  if (x > 20.0) {
-    return x;
-  }
-  return log(1.0 + exp(x));
-}
+#include "gdn_qk_norm.wgsl"
 
 // Sum of `v` over the SLICES lanes of this lane's column (every lane gets it).
 fn column_sum(v: f32, t: u32) -> f32 {
@@ -62,28 +56,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let t = lid.x;
   let h = wg.y;
   let kh = h % p.n_k_heads;
-  var sq = 0.0;
-  var sk = 0.0;
-  for (var i = t; i < p.dk; i += WG) {
-    let qv = qkv[p.q_base + kh * p.dk + i];
-    let kv = qkv[p.k_base + kh * p.dk + i];
-    q_sh[i] = qv;
-    k_sh[i] = kv;
-    sq += qv * qv;
-    sk += kv * kv;
-  }
-  red_q[t] = sq;
-  red_k[t] = sk;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      red_q[t] += red_q[t + s];
-      red_k[t] += red_k[t + s];
-    }
-    workgroupBarrier();
-  }
-  let q_scale = 1.0 / (max(sqrt(red_q[0]), p.eps) * sqrt(f32(p.dk)));
-  let k_scale = 1.0 / max(sqrt(red_k[0]), p.eps);
+  let scales = load_qk(t, p.q_base + kh * p.dk, p.k_base + kh * p.dk);
+  let q_scale = scales.x;
+  let k_scale = scales.y;
 
   let j = wg.x * COLS + t % COLS;
   let slice = t / COLS;

@@ -25,12 +25,7 @@ var<workgroup> k_sh: array<f32, MAX_DK>;
 var<workgroup> red_q: array<f32, WG>;
 var<workgroup> red_k: array<f32, WG>;
 
-fn softplus(x: f32) -> f32 {
-  if (x > 20.0) {
-    return x;
-  }
-  return log(1.0 + exp(x));
-}
+#include "gdn_qk_norm.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -41,28 +36,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let sb = h * p.dk * p.dv + j;
   for (var r = 0u; r < chunk.n; r++) {
     let xb = r * p.qkv_stride;
-    var sq = 0.0;
-    var sk = 0.0;
-    for (var i = t; i < p.dk; i += WG) {
-      let qv = qkv[xb + p.q_base + kh * p.dk + i];
-      let kv = qkv[xb + p.k_base + kh * p.dk + i];
-      q_sh[i] = qv;
-      k_sh[i] = kv;
-      sq += qv * qv;
-      sk += kv * kv;
-    }
-    red_q[t] = sq;
-    red_k[t] = sk;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-      if (t < s) {
-        red_q[t] += red_q[t + s];
-        red_k[t] += red_k[t + s];
-      }
-      workgroupBarrier();
-    }
-    let q_scale = 1.0 / (max(sqrt(red_q[0]), p.eps) * sqrt(f32(p.dk)));
-    let k_scale = 1.0 / max(sqrt(red_k[0]), p.eps);
+    let scales = load_qk(t, xb + p.q_base + kh * p.dk, xb + p.k_base + kh * p.dk);
+    let q_scale = scales.x;
+    let k_scale = scales.y;
     if (j < p.dv) {
       let gb = r * p.gates_stride;
       let beta = 1.0 / (1.0 + exp(-gates[gb + h]));
