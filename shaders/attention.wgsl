@@ -1,26 +1,33 @@
-// Decode attention of one token over the cached positions [0, step.n_past), grouped-query: q head h reads KV head
-// h / (n_head / n_kv_head). One workgroup of 256 per q head. Positions go in chunks of 64 with an online softmax
-// (running max and sum), so any context length up to the cache size works with fixed memory.
-// out[h * hd + d] = Σ_t softmax_t(scale · q_h·k_t) · v_t[d]   (llama.cpp's soft_max_ext with kq_scale, no mask
-// needed for one new token: every cached position is visible).
-// Why this shape: a lane per position walking a whole K row (and a lane per value pair walking every position)
-// is one long chain of dependent, scattered loads per lane. Here 8 neighbouring lanes share a K row (adjacent
-// words: coalesced) and each value pair is split over two lanes, so a lane issues ~8x fewer loads per chunk.
+// Decode attention (flash-decoding), pass 1 of 2: the cached positions [0, step.n_past) are split over S
+// workgroups per q head, so a long context keeps many cores busy instead of one workgroup per head walking every
+// position. With S = 1 (a CPU adapter, a tiny cache) the one split writes the normalised output itself and no
+// combine pass runs. Workgroup (h, s) covers positions [s·chunk, min((s+1)·chunk, n)) with chunk = ceil(n / S)
+// rounded up to whole 64-position chunks (a split never runs a half-empty chunk; at short contexts the last
+// splits get no positions and write a neutral partial). It writes its running max m, sum l = Σ exp(score - m) and the
+// unnormalised acc = Σ exp(score - m) · v_t; attention_combine.wgsl merges the S partials of a head.
+// Grouped-query: q head h reads KV head h / (n_head / n_kv_head); score = scale · q_h·k_t (llama.cpp's
+// soft_max_ext with kq_scale; no mask for one new token: every cached position is visible).
+// Within a split, as the single-pass kernel did: positions in chunks of 64 with an online softmax; 8 neighbouring
+// lanes share a K row (adjacent words: coalesced loads) and each value pair is split over two lanes (even / odd
+// positions), so a lane issues few, independent loads per chunk.
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
-struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32 }
+struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, n_split: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> q: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read> k_cache: array<KvWord>;
 @group(0) @binding(4) var<storage, read> v_cache: array<KvWord>;
-@group(0) @binding(5) var<storage, read_write> out: array<vec2<f32>>;
+// S > 1: the partials. [0, n_head·S): (m, l) of split (h, s) at h·S + s; then acc: value pair j of split (h, s)
+// at n_head·S + (h·S + s)·pairs + j. S = 1: the output, value pair j of head h at h·pairs + j.
+@group(0) @binding(5) var<storage, read_write> part: array<vec2<f32>>;
 
 const WG: u32 = 256u;
 const CHUNK: u32 = 64u;
 const KLANES: u32 = 8u;                  // lanes sharing one position's q·k
 const KROWS: u32 = WG / KLANES;          // positions per q·k pass (32); CHUNK / KROWS passes per chunk
 const VSPLIT: u32 = 2u;                  // lanes sharing one value pair (even / odd positions); 128 pairs max
+const NEG: f32 = -3.0e38;                // "no score yet": exp(NEG - any real score) is 0
 var<workgroup> q_sh: array<vec2<f32>, 128>;
 var<workgroup> red: array<f32, WG>;
 var<workgroup> score: array<f32, CHUNK>;
@@ -31,7 +38,26 @@ var<workgroup> acc_sh: array<vec2<f32>, WG>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
   let h = wg.x;
+  let s = wg.y;
   let pairs = p.hd / 2u;
+  let slot = h * p.n_split + s;
+  let acc_base = p.n_head * p.n_split + slot * pairs;
+
+  let n = step.n_past;
+  let per = (n + p.n_split - 1u) / p.n_split;
+  let chunk = (per + CHUNK - 1u) / CHUNK * CHUNK;
+  let start = min(s * chunk, n);
+  let end = min(start + chunk, n);
+  if (start >= end) {                    // no positions here: a partial that adds nothing in the combine
+    for (var j = t; j < pairs; j += WG) {
+      part[acc_base + j] = vec2<f32>(0.0, 0.0);
+    }
+    if (t == 0u) {
+      part[slot] = vec2<f32>(NEG, 0.0);
+    }
+    return;
+  }
+
   let kvh = h / (p.n_head / p.n_kv_head);
   let row_words = p.n_kv_head * pairs;
   let head_word = kvh * pairs;
@@ -40,19 +66,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   }
   workgroupBarrier();
 
-  let n = step.n_past;
   let klane = t % KLANES;
   let pj = t % (WG / VSPLIT);            // this lane's value pair
   let vpart = t / (WG / VSPLIT);         // ... over positions j ≡ vpart (mod VSPLIT) of each chunk
-  var m = -3.0e38;
+  var m = NEG;
   var l = 0.0;
   var acc = vec2<f32>(0.0, 0.0);
-  for (var c = 0u; c < n; c += CHUNK) {
+  for (var c = start; c < end; c += CHUNK) {
     for (var kp = 0u; kp < CHUNK / KROWS; kp++) {
       let li = kp * KROWS + t / KLANES;
       let pos = c + li;
       var d = 0.0;
-      if (pos < n) {
+      if (pos < end) {
         let kb = pos * row_words + head_word;
         for (var j = klane; j < pairs; j += KLANES) {
           d += dot(q_sh[j], kv_unpack(k_cache[kb + j]));
@@ -60,14 +85,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       }
       red[t] = d;
       workgroupBarrier();
-      for (var s = KLANES / 2u; s > 0u; s >>= 1u) {
-        if (klane < s) {
-          red[t] += red[t + s];
+      for (var r = KLANES / 2u; r > 0u; r >>= 1u) {
+        if (klane < r) {
+          red[t] += red[t + r];
         }
         workgroupBarrier();
       }
       if (klane == 0u) {
-        score[li] = select(-3.0e38, red[t] * p.scale, pos < n);
+        score[li] = select(NEG, red[t] * p.scale, pos < end);
       }
       workgroupBarrier();
     }
@@ -76,12 +101,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       cm = max(cm, score[j]);
     }
     if (t < CHUNK) {
-      weight[t] = select(0.0, exp(score[t] - cm), c + t < n);
+      weight[t] = select(0.0, exp(score[t] - cm), c + t < end);
     }
     workgroupBarrier();
     let corr = exp(m - cm);
     l *= corr;
-    let cn = min(CHUNK, n - c);
+    let cn = min(CHUNK, end - c);
     for (var j = 0u; j < cn; j++) {
       l += weight[j];
     }
@@ -98,6 +123,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   acc_sh[t] = acc;
   workgroupBarrier();
   if (t < WG / VSPLIT && pj < pairs) {
-    out[h * pairs + pj] = (acc_sh[t] + acc_sh[t + WG / VSPLIT]) / l;
+    let a = acc_sh[t] + acc_sh[t + WG / VSPLIT];
+    if (p.n_split == 1u) {
+      part[h * pairs + pj] = a / l;
+    } else {
+      part[acc_base + pj] = a;
+    }
+  }
+  if (t == 0u && p.n_split > 1u) {
+    part[slot] = vec2<f32>(m, l);
   }
 }

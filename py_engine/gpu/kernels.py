@@ -44,6 +44,19 @@ def matvec_rows_per_group(rows: int, lanes: int, min_groups: int = MATVEC_MULTI_
     return 4 if rows * lanes // 64 // 4 >= min_groups else 1
 
 
+ATTENTION_MAX_SPLITS = 32  # workgroups per q head in decode attention: 16 heads x 32 = 512 on a 132-SM GPU
+# A CPU adapter (lavapipe, SwiftShader) runs workgroups on a few threads and every launched one costs microseconds,
+# idle splits included; the q heads already cover its threads, so it gets one split (measured on lavapipe).
+ATTENTION_CPU_SPLITS = 1
+ATTENTION_SPLIT_POSITIONS = 64  # a split covers whole 64-position chunks (the kernel's inner chunk)
+
+
+def attention_splits(n_ctx: int, max_splits: int = ATTENTION_MAX_SPLITS) -> int:
+    """Splits of decode attention for a cache of n_ctx rows: one per 64 positions the cache can hold, at most
+    max_splits (fixed at record time; at run time splits past the last position write neutral partials)."""
+    return max(1, min(max_splits, -(-n_ctx // ATTENTION_SPLIT_POSITIONS)))
+
+
 class Kernels:
     def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16",
                  matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS):
@@ -121,12 +134,39 @@ class Kernels:
         self._record(dl, "kv_append.wgsl", {"KV": self.kv_format},
                      {0: params, 1: self.step, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, 1), label)
 
-    def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, label="attention"):
+    attention_max_splits = None  # None: by adapter (ATTENTION_MAX_SPLITS; ATTENTION_CPU_SPLITS on a CPU one)
+
+    def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, label="attention",
+                  n_ctx=None):
+        """out[h*hd ..] = softmax(scale · q_h·K^T) V over the step's n_past cached positions, GQA (flash-decoding:
+        shaders/attention.wgsl spreads the positions over attention_splits(n_ctx) workgroups per head,
+        shaders/attention_combine.wgsl merges them; one split writes out itself). n_ctx, the cache's rows,
+        defaults to what k_cache holds."""
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
-        params = self._params("IIIf", n_head, n_kv_head, hd, scale)
+        if n_ctx is None:
+            row_bytes = n_kv_head * hd * (2 if self.kv_format == "f16" else 4)
+            n_ctx = int(k_cache.size) // row_bytes
+        cap = self.attention_max_splits or (
+            ATTENTION_CPU_SPLITS if getattr(self.gpu, "info", {}).get("isFallbackAdapter") else ATTENTION_MAX_SPLITS)
+        splits = attention_splits(n_ctx, cap)
+        pairs = hd // 2
+        parts = out if splits == 1 else self._attention_partials(8 * n_head * splits * (1 + pairs))
+        params = self._params("IIIfIIII", n_head, n_kv_head, hd, scale, splits, 0, 0, 0, label=label)
         self._record(dl, "attention.wgsl", {"KV": self.kv_format},
-                     {0: params, 1: self.step, 2: q, 3: k_cache, 4: v_cache, 5: out}, (n_head, 1), label)
+                     {0: params, 1: self.step, 2: q, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label)
+        if splits > 1:
+            params = self._params("4I", n_head, splits, pairs, 0, label=label)
+            self._record(dl, "attention_combine.wgsl", {}, {0: params, 1: parts, 2: out}, (n_head, 1), label)
+
+    def _attention_partials(self, nbytes: int):
+        """One partials buffer shared by every attention dispatch of this Kernels (dispatches run in order, and
+        each layer's combine reads them before the next layer's split writes): the largest asked for so far."""
+        from .buffers import storage_buffer
+        cur = getattr(self, "_attn_parts", None)
+        if cur is None or int(cur.size) < nbytes:
+            cur = self._attn_parts = storage_buffer(self.gpu, nbytes, "attention_partials")
+        return cur
 
     def silu_mul(self, dl, gate, up, y, n, gate_base=0, up_base=0, y_base=0, label="silu_mul"):
         params = self._params("4I", n, gate_base, up_base, y_base)

@@ -1,0 +1,33 @@
+// Decode attention, pass 2 of 2: merge the S partials (m_s, l_s, acc_s) that attention.wgsl wrote for each q
+// head into out[h·hd ..] = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s with M = max_s m_s (the usual max
+// rescaling, so no exponent overflows whatever the scores). Splits without positions have m = -3e38, l = 0,
+// acc = 0 and drop out (split 0 always holds position 0). One workgroup per q head, one lane per value pair;
+// S is small (<= 32), so every lane reads the (m, l) list itself: it is the same few words for all lanes.
+struct Params { n_head: u32, n_split: u32, pairs: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> part: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec2<f32>>;
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let h = wg.x;
+  let j = lid.x;
+  if (j >= p.pairs) {
+    return;
+  }
+  let first = h * p.n_split;
+  var mx = -3.0e38;
+  for (var s = 0u; s < p.n_split; s++) {
+    mx = max(mx, part[first + s].x);
+  }
+  var l = 0.0;
+  var acc = vec2<f32>(0.0, 0.0);
+  let acc0 = p.n_head * p.n_split + first * p.pairs + j;
+  for (var s = 0u; s < p.n_split; s++) {
+    let ml = part[first + s];
+    let w = exp(ml.x - mx);
+    l += w * ml.y;
+    acc += w * part[acc0 + s * p.pairs];
+  }
+  out[h * p.pairs + j] = acc / l;
+}
