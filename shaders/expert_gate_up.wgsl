@@ -12,6 +12,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> act: array<f32>;
+#include "x_stage_{{XFMT}}.wgsl"
 #include "pool_part_{{WFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route_slots: array<u32>;
 
@@ -29,6 +30,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let absent = slot == ABSENT;
   let mine = !absent && slot / p.spb == p.buf;
   var acc = vec2<f32>(0.0);
+  stage_x(lid.x, 64u, 0u, select(0u, p.nb, mine));   // every lane (a barrier); nothing for other buffers
   if (mine && row < p.rows) {
     let base = (slot % p.spb) * p.stride;
     let gc = base + p.gate_codes;
@@ -36,12 +38,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let uc = base + p.up_codes;
     let us = base + p.up_scales;
     for (var b = lane; b < p.nb; b += LANES) {
-      var xs: array<vec4<f32>, 8>;
-      for (var i = 0u; i < 8u; i++) {
-        xs[i] = x[b * 8u + i];
-      }
       let blk = row * p.nb + b;
-      acc += vec2<f32>(part_dot_xs(gc, gs, blk, xs), part_dot_xs(uc, us, blk, xs));
+      acc += vec2<f32>(part_dot_q(gc, gs, blk, b), part_dot_q(uc, us, blk, b));
     }
   }
   let total = pair_sum(acc, lid.x);

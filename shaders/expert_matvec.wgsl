@@ -13,6 +13,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+#include "x_stage_{{XFMT}}.wgsl"
 #include "expert_dot_{{WFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route_slots: array<u32>;
 
@@ -30,11 +31,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let absent = slot == ABSENT;
   let mine = !absent && slot / p.spb == p.buf;
   var acc = 0.0;
+  var stage_at = 0u;
+  if (mine) {
+    stage_at = (p.x_base + k * p.x_stride) / 4u;
+  }
+  stage_x(lid.x, 64u, stage_at, select(0u, p.nb, mine));   // every lane (a barrier); nothing for other buffers
   if (mine && row < p.rows) {
     let base = (slot % p.spb) * p.stride;
-    let xv = (p.x_base + k * p.x_stride) / 4u;
     for (var b = lane; b < p.nb; b += LANES) {
-      acc += expert_dot(base, row * p.nb + b, xv + b * 8u);
+      acc += expert_dot_q(base, row * p.nb + b, b);
     }
   }
   let total = row_sum(acc, lid.x);

@@ -1,14 +1,16 @@
 // y[y_base + r] (+)= W[r] · x[x_base ..]  for rows r < rows of one weight matrix (or one row band of it).
 // Weights: Q8_0 planes or F32 (WFMT = q8 | f32). LANES lanes share a group of ROWS consecutive rows
 // (64 / LANES groups per workgroup); each lane takes every LANES-th 32-column block of each of those rows.
-// ROWS > 1 (tall matrices such as the output head) loads each block of x once for ROWS rows: x traffic through
-// the cache, not the weight bytes, was what bounded a one-row-per-lane-group shape. ACCUMULATE adds onto y (a
-// residual add fused into the product).
+// Q8_0 weights multiply x quantised per 32-block as llama.cpp does (x_stage_q8.wgsl: staged once per workgroup,
+// int8 dot products); F32 weights multiply x as is. ROWS > 1 (tall matrices such as the output head) gives each
+// lane group ROWS consecutive rows (fewer, fuller workgroups). ACCUMULATE adds onto y (a residual add fused into
+// the product).
 struct Params { rows: u32, nb: u32, x_base: u32, y_base: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 #include "weights_{{WFMT}}.wgsl"
+#include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 
 const LANES: u32 = {{LANES}}u;
@@ -37,16 +39,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var acc = vec4<f32>(0.0);
+  stage_x(lid.x, 64u, p.x_base / 4u, p.nb);
   if (row0 < p.rows) {
-    let xv = p.x_base / 4u;
     for (var b = lane; b < p.nb; b += LANES) {
-      var xs: array<vec4<f32>, 8>;
-      for (var i = 0u; i < 8u; i++) {
-        xs[i] = x[xv + b * 8u + i];
-      }
       for (var i = 0u; i < ROWS; i++) {
         let r = min(row0 + i, p.rows - 1u);   // rows past the end repeat the last row and are never written
-        acc[i] += block_dot_xs(r * p.nb + b, xs);
+        acc[i] += block_dot_q(r * p.nb + b, b);
       }
     }
   }

@@ -2,7 +2,8 @@
 // experts (wg.y = k index) and row r of `rows`:
 //   act[k * rows + r] = silu(G_slot[r] · x) · U_slot[r] · x,   slot = slot_map[map_base + route_ids[k]]
 // G (ffn_gate_exps, bindings 3/4) and U (ffn_up_exps, bindings 7/8) are pools of same-shaped matrices, each Q8_0
-// planes or F32 (WFMT / UFMT). Each lane loads a block of x once for both products (the matvec.wgsl lane layout).
+// planes or F32 (WFMT / UFMT); XFMT = q8 when either is Q8_0: x is then quantised once per workgroup as llama.cpp
+// does (x_stage_q8.wgsl) for the Q8_0 products (an F32 part reads x as is). The matvec.wgsl lane layout.
 // ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
 // 4 weight planes + x, act, route_ids, slot_map: 8 storage bindings (the limit may be 10).
 struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
@@ -10,6 +11,7 @@ struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> act: array<f32>;
 #include "weights_{{WFMT}}.wgsl"
+#include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 #include "up_weights_{{UFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route_ids: array<u32>;
@@ -29,14 +31,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     slot = slot_map[p.map_base + route_ids[k]];
   }
   var acc = vec2<f32>(0.0);
+  stage_x(lid.x, 64u, 0u, p.nb);
   if (row < p.rows) {
     let blk0 = (slot * p.rows + row) * p.nb;
     for (var b = lane; b < p.nb; b += LANES) {
-      var xs: array<vec4<f32>, 8>;
-      for (var i = 0u; i < 8u; i++) {
-        xs[i] = x[b * 8u + i];
-      }
-      acc += vec2<f32>(block_dot_xs(blk0 + b, xs), up_block_dot_xs(blk0 + b, xs));
+      acc += vec2<f32>(block_dot_q(blk0 + b, b), up_block_dot_q(blk0 + b, b));
     }
   }
   let total = pair_sum(acc, lid.x);

@@ -7,6 +7,7 @@ struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, map_base: u32 }
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 #include "weights_{{WFMT}}.wgsl"
+#include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route_ids: array<u32>;
 @group(0) @binding(6) var<storage, read> slot_map: array<u32>;
@@ -21,11 +22,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let lane = lid.x % LANES;
   let slot = slot_map[p.map_base + route_ids[k]];
   var acc = 0.0;
+  stage_x(lid.x, 64u, (p.x_base + k * p.x_stride) / 4u, p.nb);   // Q8_0: x_k quantised as llama.cpp does
   if (row < p.rows) {
     let wrow = slot * p.rows + row;
-    let xv = (p.x_base + k * p.x_stride) / 4u;
     for (var b = lane; b < p.nb; b += LANES) {
-      acc += block_dot(wrow * p.nb + b, xv + b * 8u);
+      acc += block_dot_q(wrow * p.nb + b, b);
     }
   }
   let total = row_sum(acc, lid.x);

@@ -71,6 +71,10 @@ def runs(stores, fixture_models, refs_dir, tmp_path_factory):
     p = protocol.load_refs(COUNTED, refs_dir)["prompts"][0]
     jobs.append({"model": str(fixture_models / f"{COUNTED}.gguf"), "runs": [_run(p, out, COUNTED)]})
     names.append((COUNTED, "gguf"))
+    # the token submitted in pieces of 7 ops (what a GPU does to overlap encoding with execution: gpu/device.py)
+    jobs.append({"model": str(fixture_models / f"{COUNTED}.gguf"), "runs": [_run(p, out, COUNTED + ".split")],
+                 "ops_per_submit": 7})
+    names.append((COUNTED, "split"))
     result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[stores, fixture_models, out],
                          timeout=300)
     return out, dict(zip(names, result["jobs"]))
@@ -89,6 +93,14 @@ def test_gpu_routing_on_and_off_give_the_same_logits(runs, stem):
     t_gpu, t_cpu = gpu["runs"][0]["timing"], cpu["runs"][0]["timing"]
     assert t_gpu["syncs_per_decoded_token"] == 1
     assert t_cpu["syncs_per_decoded_token"] > 1  # a readback per MoE layer plus the logits
+
+
+def test_split_submits_give_the_same_logits(runs):
+    """Submitting a token's replay (and the prefill chunks') in pieces changes nothing."""
+    out, _ = runs
+    base = np.fromfile(out / f"{COUNTED}.f32", dtype="<f4")
+    split = np.fromfile(out / f"{COUNTED}.split.f32", dtype="<f4")
+    assert split.shape == base.shape and np.abs(split - base).max() <= LOGIT_TOL
 
 
 def test_counted_costs_per_decoded_token(runs, capsys):

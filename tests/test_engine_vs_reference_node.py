@@ -1,10 +1,14 @@
 """The GPU engine's logits against the numpy reference model's, on every fixture model (Pyodide + Dawn on lavapipe).
 
-The claim: at every compared step the engine agrees with the numpy reference (float64, K/V rounded to f16 like the
-engine's default cache) far more tightly than either agrees with llama.cpp's refs. The bound is stated once here
+The claim: at every compared step the engine's arithmetic agrees with the numpy reference (float64, K/V rounded to
+f16 like the engine's default cache) far more tightly than either agrees with llama.cpp's refs. The engine runs
+in its f32-activation mode here ("act": "f32"): with Q8_0 activation quantisation (the default, as llama.cpp)
+any f32-vs-f64 difference can move a value across a rounding boundary, and one flipped int8 code moves these toy
+models' logits by ~1e-2, so no tight bound can hold between two implementations of that; the default mode is
+held to the protocol's tighter q8-emulation limits against llama.cpp instead (test_engine_node.py). The bound is stated once here
 (ENGINE_VS_REFERENCE_MAX_ABS, over every logit of every compared step) and in docs/engine.md with the measured
-figures. llama.cpp quantises the activations of every Q8_0 product to Q8_0 (the engine and the numpy reference keep
-them f32), so on the Q8_0 files both disagree with the refs by 0.1 .. several nats; on the F32 files with an f16
+figures. llama.cpp quantises the activations of every Q8_0 product to Q8_0 (here the engine and the numpy reference
+keep them f32), so on the Q8_0 files both disagree with the refs by 0.1 .. several nats; on the F32 files with an f16
 cache the f16 rounding of K/V puts both ~1e-4 .. 3e-3 away from the refs' f32-cache run.
 
 Prompt 0 of each model, teacher-forced along llama.cpp's greedy ids, up to the first router near-tie (past one, an
@@ -41,7 +45,7 @@ def runs(fixture_models, refs_dir, tmp_path_factory):
     jobs = []
     for stem in MODELS:
         p = protocol.load_refs(stem, refs_dir)["prompts"][PROMPT]
-        jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "kv": "f16",
+        jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "kv": "f16", "act": "f32",
                      "runs": [{"ids": p["prompt_ids"], "teacher_force": p["greedy_ids"][:-1], "top": 1,
                                "logits_out": str(out / f"{stem}.f32")}]})
     run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[fixture_models, out], timeout=600)

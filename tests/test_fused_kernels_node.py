@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
+from diskformer.reference.layers import fake_quantize_q8_0
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -65,7 +66,7 @@ async def main(args):
                     binds = {0: params, 1: buf(a["x"]), 2: out, 3: pool, 5: slots}
                     if a["fmt"] == "q8":
                         binds[4] = pool
-                    kern._record(dl, "expert_gate_up.wgsl", {"WFMT": a["fmt"], "LANES": lanes}, binds,
+                    kern._record(dl, "expert_gate_up.wgsl", {"WFMT": a["fmt"], "XFMT": a["fmt"], "LANES": lanes}, binds,
                                  ((a["rows"] + a["per_group"] - 1) // a["per_group"], a["k"]), a["name"])
             elif a["kernel"] == "moe_shexp_combine":
                 out = buf(a["h"])
@@ -110,6 +111,11 @@ class Cases:
         self.expect[case["name"]] = expect
 
 
+def operand(x, fmt):
+    """What a product with weights of `fmt` multiplies: Q8_0 quantises its input as llama.cpp does."""
+    return (fake_quantize_q8_0(x) if fmt == "q8" else x).astype(np.float64)
+
+
 def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap):
     """A pool of 7 slots; layer base 3 in the slot map; ids whose slots come out permuted."""
     name = f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}"
@@ -123,8 +129,8 @@ def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap):
     c.arr(name + "_x", x)
     c.arr(name + "_map", slot_map)
     c.arr(name + "_ids", ids)
-    xd = x.astype(np.float64)
-    want = np.concatenate([silu(G[perm[e]] @ xd) * (U[perm[e]] @ xd) for e in ids])
+    xg, xu = operand(x, gfmt), operand(x, ufmt)
+    want = np.concatenate([silu(G[perm[e]] @ xg) * (U[perm[e]] @ xu) for e in ids])
     c.add(want, name=name, kernel="moe_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt, ufmt=ufmt,
           slots=slots, rows=rows, cols=cols, k=k, x=name + "_x", ids=name + "_ids", slot_map=name + "_map",
           map_base=base, out_len=k * rows, lane_cap=lane_cap)
@@ -136,8 +142,7 @@ def dense_case(c, gfmt, ufmt, rows, cols):
     U = c.weights(name + "_u", ufmt, rows, cols)
     x = c.rng.standard_normal(cols).astype(np.float32)
     c.arr(name + "_x", x)
-    xd = x.astype(np.float64)
-    c.add(silu(G @ xd) * (U @ xd), name=name, kernel="ffn_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt,
+    c.add(silu(G @ operand(x, gfmt)) * (U @ operand(x, ufmt)), name=name, kernel="ffn_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt,
           ufmt=ufmt, rows=rows, cols=cols, x=name + "_x", out_len=rows)
 
 
@@ -178,7 +183,7 @@ def streamed_case(c, fmt):
     c.arr(name + "_slots", route_slots)
     x = c.rng.standard_normal(cols).astype(np.float32)
     c.arr(name + "_x", x)
-    xd = x.astype(np.float64)
+    xd = operand(x, fmt)
     want = np.concatenate([np.zeros(rows) if s == 0xFFFFFFFF else
                            silu(mats[s, "g"] @ xd) * (mats[s, "u"] @ xd) for s in route_slots])
     c.add(want, name=name, kernel="expert_gate_up", fmt=fmt, pool=name, n_buffers=2, spb=spb, stride=stride,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
+from diskformer.reference.layers import fake_quantize_q8_0 as fq  # what Q8_0 products do to their input
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -59,7 +60,7 @@ async def main(args):
     results = {}
     for case in spec:
         kern = Kernels(gpu, pipes, step, lane_cap=case.get("lane_cap", 16), kv_format=case.get("kv", "f16"),
-                       matvec_multi_row_groups=case.get("multi_row_groups", 4096))
+                       matvec_multi_row_groups=case.get("multi_row_groups", 4096), q8_act=case.get("q8_act", True))
         dl = DispatchList()
         k, a = case["kernel"], case
         async with GpuErrorScope(gpu, "recording " + a["name"]):
@@ -167,12 +168,16 @@ def kernel_run(tmp_path_factory):
     for cap in (1, 4, 16):
         c.add(name=f"mv_q8_l{cap}", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, band_rows=64, x="x1",
               y=f"y_l{cap}", y_len=110, x_base=32, y_base=10, lane_cap=cap, outputs=[f"y_l{cap}"])
-    ref["mv_q8"] = W.astype(np.float64) @ x[32:].astype(np.float64)
+    ref["mv_q8"] = W.astype(np.float64) @ fq(x[32:]).astype(np.float64)
     y0 = rng.standard_normal(100).astype(np.float32)
     c.arr("yacc", y0)
     c.add(name="mv_q8_acc", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, x="x1", y="yacc", x_base=32,
           y_base=0, accumulate=True, outputs=["yacc"])
     ref["mv_q8_acc"] = ref["mv_q8"] + y0
+    # the engine's f32-activation mode (q8_act False): Q8_0 weights times x as is
+    c.add(name="mv_q8_f32act", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, band_rows=64, x="x1",
+          y="y_f32act", y_len=110, x_base=32, y_base=10, q8_act=False, outputs=["y_f32act"])
+    ref["mv_q8_f32act"] = W.astype(np.float64) @ x[32:].astype(np.float64)
     # matvec, F32 (routers; the F32 fixture models)
     Wf = rng.standard_normal((37, 128)).astype(np.float32)
     c.arr("wf", Wf)
@@ -200,8 +205,8 @@ def kernel_run(tmp_path_factory):
           y="ye", map_base=4, x_base=0, x_stride=0, outputs=["ye"])
     c.add(name="moe_own_x", kernel="moe_matvec", fmt="q8", w="pool", slots=6, rows=64, cols=128, k=2, x="xe",
           y="ye2", map_base=4, x_base=0, x_stride=128, outputs=["ye2"])
-    ref["moe_shared_x"] = np.concatenate([P[4] @ xe[:128], P[5] @ xe[:128]])
-    ref["moe_own_x"] = np.concatenate([P[4] @ xe[:128], P[5] @ xe[128:]])
+    ref["moe_shared_x"] = np.concatenate([P[4] @ fq(xe[:128]), P[5] @ fq(xe[:128])])
+    ref["moe_own_x"] = np.concatenate([P[4] @ fq(xe[:128]), P[5] @ fq(xe[128:])])
 
     # RMSNorm over 2 rows
     xr = rng.standard_normal(2 * 200).astype(np.float32) * 3
@@ -355,6 +360,13 @@ def test_matvec_q8_lanes_bands_offsets(kernel_run, cap):
     assert not y[:10].any()
 
 
+def test_matvec_q8_with_f32_activations(kernel_run):
+    c, ref, _ = kernel_run
+    close(c.out("mv_q8_f32act", "y_f32act")[10:110], ref["mv_q8_f32act"])
+    # and the quantised default really differs from it (the test above would not notice a silent fallback)
+    assert np.abs(c.out("mv_q8_l16", "y_l16")[10:110] - ref["mv_q8_f32act"]).max() > 1e-3
+
+
 def test_matvec_accumulate_and_f32(kernel_run):
     c, ref, _ = kernel_run
     close(c.out("mv_q8_acc", "yacc")[:100], ref["mv_q8_acc"])
@@ -459,8 +471,9 @@ def test_shader_loader_includes_and_constants(tmp_path):
 
 
 @pytest.mark.parametrize("name,consts", [
-    ("matvec.wgsl", {"WFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false"}),
-    ("moe_matvec.wgsl", {"WFMT": "f32", "LANES": 1}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true"}),
+    ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1}),
     ("attention.wgsl", {"KV": "f16"}),
     ("kv_append.wgsl", {"KV": "f32"}),
     ("embed.wgsl", {"WFMT": "q8"}),

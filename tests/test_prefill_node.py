@@ -59,6 +59,12 @@ def prefill_runs(fixture_models, refs_dir, tmp_path_factory):
             src.close()
         variants["store_min"] = {"store": str(root / stem), "kv": kv, "budget": "min", "prefill_chunk": 16,
                                  "verify_pool": True}
+        if (stem, kv) in STORES:
+            # the tight comparison runs with f32 activations: with Q8_0 activation quantisation (the default, as
+            # llama.cpp) a different summation order can flip an int8 code, which moves a toy model's logits by
+            # ~1e-2 (test_engine_vs_reference_node.py); the default mode is held to the protocol below
+            variants = {tag: dict(job, act="f32") for tag, job in variants.items()}
+            variants["store_min_q8"] = dict(variants["store_min"], act="q8", verify_pool=False)
         for tag, job in variants.items():
             jobs.append(dict(job, runs=_runs(refs, out, f"{stem}.{tag}", n_vocab)))
             names.append((stem, tag))
@@ -101,7 +107,7 @@ def test_chunked_prefill_passes_the_reference_protocol(prefill_runs, refs_dir, s
     out, _ = prefill_runs
     refs = protocol.load_refs(stem, refs_dir)
     n_vocab = _n_vocab(stem, refs_dir)
-    tag = "c16" if (stem, kv) in GGUF else "store_min"
+    tag = "c16" if (stem, kv) in GGUF else "store_min_q8"
     metrics = [protocol.prompt_metrics(refs["prompts"][i], _rows(out, f"{stem}.{tag}", f"p{i}", n_vocab),
                                        protocol.load_step0_logits(stem, i, refs_dir)) for i in PROMPTS]
     result = protocol.check_limits(stem, metrics, protocol.load_tolerances(refs_dir), kv=kv, engine="f32act")

@@ -39,7 +39,10 @@ ROUTING_TIE = 1e-6  # a top-k boundary gap (router probability) an f32 engine ma
 @pytest.fixture(scope="module")
 def engine_runs(fixture_models, refs_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qwen35moe_logits")
-    return out, run_teacher_forced(JOBS, fixture_models, refs_dir, out, timeout=900)
+    # f32 activations: the numpy reference comparison below needs them (test_engine_vs_reference_node.py says why);
+    # the default (Q8_0 activation quantisation) runs the protocol in test_prefill_node.py, test_streaming_node.py
+    # and the Chromium engine spec
+    return out, run_teacher_forced(JOBS, fixture_models, refs_dir, out, timeout=900, act="f32")
 
 
 @pytest.mark.parametrize("stem,kv", JOBS)

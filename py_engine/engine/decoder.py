@@ -49,7 +49,9 @@ class Decoder:
 
     @classmethod
     async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
-                   prefill_chunk=DEFAULT_PREFILL_CHUNK):
+                   prefill_chunk=DEFAULT_PREFILL_CHUNK, q8_act=True):
+        """q8_act: Q8_0 products quantise their input per 32-block as llama.cpp does (int8 dot products, the
+        default); False keeps activations f32 (a check of the kernels' arithmetic against the numpy reference)."""
         t0 = time.perf_counter()
         header = read_gguf_file(path)
         # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
@@ -82,7 +84,7 @@ class Decoder:
             step_buf = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
         source.close()
         dec = cls(gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format)
-        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format)
+        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format, q8_act=q8_act)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)

@@ -15,7 +15,7 @@ import js
 
 from ..gpu.buffers import Readback, storage_buffer, uniform_buffer, write_buffer
 from ..gpu.jsutil import js_bytes
-from ..gpu.kernels import Kernels, lanes_for
+from ..gpu.kernels import Kernels, lanes_for, xfmt
 from ..gpu.staging_ring import StagingRing, WriteBufferUploads
 from ..residency import ExpertStreamer, ResidencyMap
 from .store_weights import PoolPart
@@ -159,8 +159,8 @@ class StreamingKernels(Kernels):
             binds = {0: params, 1: x, 2: y, 3: buf, 5: self.pool.route_slots}
             if pool.fmt == "q8":
                 binds[4] = buf
-            self._record(dl, "expert_matvec.wgsl", {"WFMT": pool.fmt, "LANES": lanes}, binds, groups,
-                         f"{label or pool.name}@pool{b}")
+            self._record(dl, "expert_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes},
+                         binds, groups, f"{label or pool.name}@pool{b}")
 
     def _residency_check(self, dl, layer, k, route_ids):
         # a placeholder: the check's bind group needs the guard's indirect-args buffer, which can only be sized

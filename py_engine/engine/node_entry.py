@@ -10,13 +10,16 @@ Instead of "model", "store": FOLDER runs from a model store with the experts str
 "routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "prefetch_guess" ("lookahead" |
 "previous"), "lookahead_source" ("h" | "xn"), "prefetch_wait" (bool), "pool_fraction", "max_pool_buffer" (cap
 one pool buffer, to split small pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt
-tokens per batched prefill chunk (default 64; 1 = token by token), for either kind of job.
+tokens per batched prefill chunk (default 64; 1 = token by token), for either kind of job; "ops_per_submit": submit
+replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py); "act": "q8" (default:
+Q8_0 products quantise their input as llama.cpp does) or "f32" (f32 activations).
 
 Step i scores the token after the prompt plus the first i fed ids: with teacher_force of k ids there are k + 1
 steps; otherwise n greedy steps (default 1). logits_out receives every step's raw f32 logits, concatenated.
 """
 import time
 
+from ..gpu.commands import helper, set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
 from .decoder import DEFAULT_PREFILL_CHUNK, Decoder
@@ -77,16 +80,28 @@ async def open_store_job(job: dict, gpu, pipelines):
         routing=job.get("routing", "auto"), prefetch_depth=int(job.get("prefetch_depth", 0)),
         pool_fraction=job.get("pool_fraction"), prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)),
         prefetch_guess=job.get("prefetch_guess", "lookahead"), lookahead_source=job.get("lookahead_source", "h"),
-        prefetch_wait=bool(job.get("prefetch_wait", False)))
+        prefetch_wait=bool(job.get("prefetch_wait", False)), q8_act=job.get("act", "q8") == "q8")
 
 
 async def run_job(job: dict, gpu, pipelines) -> dict:
+    if "ops_per_submit" not in job:
+        return await _run_job(job, gpu, pipelines)
+    before = int(helper().splitEvery)
+    set_submit_split(gpu, int(job["ops_per_submit"]))
+    try:
+        return await _run_job(job, gpu, pipelines)
+    finally:
+        set_submit_split(gpu, before)
+
+
+async def _run_job(job: dict, gpu, pipelines) -> dict:
     if job.get("store"):
         dec = await open_store_job(job, gpu, pipelines)
     else:
         dec = await Decoder.open(job["model"], gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
                                  kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)),
-                                 prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)))
+                                 prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)),
+                                 q8_act=job.get("act", "q8") == "q8")
     try:
         runs = []
         for r in job["runs"]:

@@ -69,11 +69,12 @@ class StoreDecoder(Decoder):
                          budget_bytes=None, upload="staging", ring_buffers=4, policy="lru", max_pool_buffer=None,
                          reader=None, routing="auto", prefetch_depth=0, pool_fraction=None, auto_threshold=0.25,
                          prefill_chunk=DEFAULT_PREFILL_CHUNK, prefetch_guess="lookahead", lookahead_source="h",
-                         prefetch_wait=False):
+                         prefetch_wait=False, q8_act=True):
         """prefetch_depth: on a stop at layer L (early stop) or L's ids read back (per-layer), prefetch guesses for
         layers L+1 .. L+depth; prefetch_guess "lookahead" (their routers on L's activations, lookahead.py) or
         "previous" (what they picked for the previous token); lookahead_source "h" or "xn" (lookahead.py says
-        which input). prefetch_wait: an early stop resumes only once layer L+1's guessed experts are in."""
+        which input). prefetch_wait: an early stop resumes only once layer L+1's guessed experts are in. q8_act:
+        as Decoder.open."""
         if routing not in ROUTINGS:
             raise ValueError(f"routing {routing!r}: use one of {', '.join(ROUTINGS)}")
         if prefetch_guess not in GUESSES:
@@ -136,7 +137,8 @@ class StoreDecoder(Decoder):
             await pool.load_all()
         dec = cls(gpu, pipelines, model, loader, acts, cache, pool.slot_map, step_buf, kv_format)
         dec.pool, dec.plan, dec.reader = pool, plan, reader
-        dec.kern = StreamingKernels(gpu, pipelines, step_buf, pool, lane_cap=lane_cap, kv_format=kv_format)
+        dec.kern = StreamingKernels(gpu, pipelines, step_buf, pool, lane_cap=lane_cap, kv_format=kv_format,
+                                    q8_act=q8_act)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
             # a full pool never misses, so never prefetches: no look-ahead there
             dec.lookahead = (RouterLookAhead(gpu, model, acts, prefetch_depth, lookahead_source)

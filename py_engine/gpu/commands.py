@@ -13,9 +13,10 @@ from .buffers import MAP_READ
 _HELPER_JS = r"""
 ({
   // ops: [0, pipeline, bindGroup, x, y, z] dispatch | [1, src, srcOffset, dst, dstOffset, size] copy
-  record(enc, ops) {
+  record(enc, ops, from = 0, to = ops.length) {
     let pass = null;
-    for (const op of ops) {
+    for (let i = from; i < to; i++) {
+      const op = ops[i];
       if (op[0] === 0) {
         if (pass === null) pass = enc.beginComputePass();
         pass.setPipeline(op[1]); pass.setBindGroup(0, op[2]); pass.dispatchWorkgroups(op[3], op[4], op[5]);
@@ -26,17 +27,32 @@ _HELPER_JS = r"""
     }
     if (pass !== null) pass.end();
   },
-  replay(device, ops) {
+  // Ops per submit (0: one submit). Encoding a long list costs CPU time (a few µs per WebGPU call) during which a
+  // single submit leaves the GPU idle; submitting every `splitEvery` ops lets the GPU run the first part while
+  // the rest is encoded. Set per device by Python (set_submit_split).
+  splitEvery: 0,
+  // Record ops[from..] in pieces, submitting every piece but the last; returns the last piece's encoder.
+  recordSplit(device, ops) {
+    const n = ops.length, every = this.splitEvery > 0 ? this.splitEvery : n;
+    let start = 0;
+    while (n - start > every) {
+      const enc = device.createCommandEncoder();
+      this.record(enc, ops, start, start + every);
+      device.queue.submit([enc.finish()]);
+      start += every;
+    }
     const enc = device.createCommandEncoder();
-    this.record(enc, ops);
-    device.queue.submit([enc.finish()]);
+    this.record(enc, ops, start, n);
+    return enc;
+  },
+  replay(device, ops) {
+    device.queue.submit([this.recordSplit(device, ops).finish()]);
   },
   // One token: write the step uniform, replay, copy `nbytes` of `out` into `staging` and map it; resolves to
   // the bytes (or null without `out`, once the GPU is done).
   async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes) {
     device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
-    const enc = device.createCommandEncoder();
-    this.record(enc, ops);
+    const enc = this.recordSplit(device, ops);
     if (out === null) {
       device.queue.submit([enc.finish()]);
       await device.queue.onSubmittedWorkDone();
@@ -102,6 +118,11 @@ class DispatchList:
         helper().replay(gpu.device, self.ops)
 
 
+def set_submit_split(gpu, ops_per_submit: int) -> None:
+    """Submit replays in pieces of `ops_per_submit` operations (0: one submit per replay); see splitEvery."""
+    helper().splitEvery = int(ops_per_submit)
+
+
 def track_errors(gpu):
     """Collect uncaptured WebGPU errors into a JS array that `check_errors` turns into an exception."""
     gpu.js_errors = js.Array.new()
@@ -123,4 +144,4 @@ def split_groups(n: int, limit: int = 65535) -> tuple[int, int]:
     return limit, (n + limit - 1) // limit
 
 
-__all__ = ["DispatchList", "helper", "track_errors", "check_errors", "split_groups", "MAP_READ"]
+__all__ = ["DispatchList", "helper", "set_submit_split", "track_errors", "check_errors", "split_groups", "MAP_READ"]

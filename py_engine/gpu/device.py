@@ -28,6 +28,9 @@ class GpuUnavailable(RuntimeError):
     """No WebGPU here (no navigator.gpu, no adapter, or the device request failed)."""
 
 
+OPS_PER_SUBMIT = 24  # recorded ops per queue submit on a GPU (about one layer; commands.py splitEvery)
+
+
 class Gpu:
     """An open device plus the facts kernels and budgets are sized by."""
 
@@ -73,4 +76,7 @@ async def open_gpu(power_preference: str = "high-performance") -> Gpu:
     except Exception as e:  # a JS rejection surfaces as JsException
         raise GpuUnavailable(f"requestDevice failed: {e}") from None
     dev_features = {str(f) for f in device.features}
+    from .commands import set_submit_split
+    # a GPU runs the first part of a token while the CPU encodes the rest; a CPU adapter gains nothing from that
+    set_submit_split(None, 0 if info["isFallbackAdapter"] else OPS_PER_SUBMIT)
     return Gpu(adapter, device, limits, dev_features, info)

@@ -7,7 +7,7 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 - ffn_gate_up: the same for one dense pair (the shared expert);
 - moe_shexp_combine: the routed experts' weighted sum, the gated shared expert and the residual add.
 """
-from .kernels import GpuMatrix, lanes_for
+from .kernels import GpuMatrix, lanes_for, xfmt
 
 
 def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
@@ -42,7 +42,8 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, ma
     if up.fmt == "q8":
         binds[8] = u[4]
     per_group = 64 // lanes
-    consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "LANES": lanes, "ROUTED": "true" if routed else "false"}
+    consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": xfmt(kern, gate.fmt, up.fmt), "LANES": lanes,
+              "ROUTED": "true" if routed else "false"}
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, k), label)
 
 
@@ -74,8 +75,8 @@ def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
         binds = {0: params, 1: x, 2: act, 3: buf, 5: pool.route_slots}
         if gate.fmt == "q8":
             binds[4] = buf
-        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "LANES": lanes}, binds, groups,
-                     f"{label}@pool{b}")
+        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes},
+                     binds, groups, f"{label}@pool{b}")
 
 
 def moe_shexp_combine(kern, dl, route_w, down, x, gate_w, shexp, h, n, k, label="ffn_moe_shexp_out"):

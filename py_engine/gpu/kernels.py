@@ -35,13 +35,27 @@ def lanes_for(nb: int, cap: int = 16) -> int:
     return lanes
 
 
-MATVEC_MULTI_ROW_GROUPS = 4096  # 4 rows per lane group only while that still leaves this many workgroups
+MATVEC_MULTI_ROW_GROUPS = 256  # 4 rows per lane group only while that still leaves this many workgroups
+Q8_MAX_COLS = 32 * 256  # x_stage_q8.wgsl stages at most 256 blocks of quantised activations per workgroup
 
 
 def matvec_rows_per_group(rows: int, lanes: int, min_groups: int = MATVEC_MULTI_ROW_GROUPS) -> int:
-    """Rows one lane group of matvec.wgsl computes: 4 for tall matrices (the output head: x is loaded once per 4
-    rows), 1 where fewer workgroups would leave the GPU's cores idle."""
+    """Rows one lane group of matvec.wgsl computes: 4 for tall matrices (each workgroup quantises its x once, so
+    fewer, fuller workgroups waste less), 1 where fewer workgroups would leave the GPU's cores idle."""
     return 4 if rows * lanes // 64 // 4 >= min_groups else 1
+
+
+def xfmt(kern, *fmts) -> str:
+    """The activation operand of a product with weights of `fmts`: "q8" (x quantised per 32-block as llama.cpp
+    does, int8 dot products: shaders/x_stage_q8.wgsl) when a weight is Q8_0 and the engine quantises activations,
+    else "f32" (x as is)."""
+    return "q8" if kern.q8_act and "q8" in fmts else "f32"
+
+
+def check_q8_cols(w) -> None:
+    """Q8_0 products stage the quantised x in workgroup memory: refuse a width the kernels cannot hold."""
+    if w.fmt == "q8" and w.cols > Q8_MAX_COLS:
+        raise ValueError(f"{w.name}: {w.cols} columns; the engine's Q8_0 kernels handle at most {Q8_MAX_COLS}")
 
 
 ATTENTION_MAX_SPLITS = 32  # workgroups per q head in decode attention: 16 heads x 32 = 512 on a 132-SM GPU
@@ -59,8 +73,9 @@ def attention_splits(n_ctx: int, max_splits: int = ATTENTION_MAX_SPLITS) -> int:
 
 class Kernels:
     def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16",
-                 matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS):
+                 matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS, q8_act: bool = True):
         self.gpu = gpu
+        self.q8_act = q8_act  # Q8_0 products quantise their input as llama.cpp does (False: f32 activations)
         self.matvec_multi_row_groups = matvec_multi_row_groups
         self.pipes = pipelines
         self.step = step_buffer
@@ -86,11 +101,13 @@ class Kernels:
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label=""):
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band)."""
+        check_q8_cols(w)
         nb = w.cols // 32
         lanes = lanes_for(nb, self.lane_cap)
         for row0, n, bufs in w.bands:
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
-            consts = {"WFMT": w.fmt, "LANES": lanes, "ROWS": rows, "ACCUMULATE": "true" if accumulate else "false"}
+            consts = {"WFMT": w.fmt, "XFMT": xfmt(self, w.fmt), "LANES": lanes, "ROWS": rows,
+                      "ACCUMULATE": "true" if accumulate else "false"}
             params = self._params("4I", n, nb, x_base, y_base + row0, label=label)
             per_group = 64 // lanes * rows
             groups = (n + per_group - 1) // per_group
@@ -101,12 +118,13 @@ class Kernels:
         """y[k*rows + r] = W_slot(k)[r]·x_k for the k routed experts (see shaders/moe_matvec.wgsl)."""
         if len(pool.bands) != 1:
             raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
+        check_q8_cols(pool)
         nb = pool.cols // 32
         lanes = lanes_for(nb, self.lane_cap)
         params = self._params("5I", rows, nb, x_base, x_stride, map_base, label=label)
         bufs = pool.bands[0][2]
         groups = ((rows + 64 // lanes - 1) // (64 // lanes), k)
-        self._record(dl, "moe_matvec.wgsl", {"WFMT": pool.fmt, "LANES": lanes},
+        self._record(dl, "moe_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes},
                      {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map}, groups, label or pool.name)
 
     def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm"):

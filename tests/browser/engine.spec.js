@@ -23,14 +23,14 @@ const MODELS = [
   'micro-qwen35moe-f32', 'micro-gqa-qwen35moe-f32', 'micro-qwen35moe', 'micro-gqa-qwen35moe', 'tiny-qwen35moe',
   'wide-qwen35moe', 'qwen3vocab-qwen35moe',
 ];
-// Which prompts run. All 5 of every model pass, but take ~6 min on SwiftShader (2 cores); by default the 16 MB
-// models (tiny-*: every token reads all weights; qwen3vocab-*: a 152k vocabulary) run prompts 0 and 1 only, which
-// keeps the spec near 3 min. DISKFORMER_ENGINE_PROMPTS=all runs every prompt of every model; =0,1 a given subset.
-const PROMPT_CHOICE = process.env.DISKFORMER_ENGINE_PROMPTS || 'default';
+// Which prompts run: by default all 5 of every model (~6 min on SwiftShader, 2 cores). DISKFORMER_ENGINE_PROMPTS=quick
+// runs prompts 0 and 1 only of the 16 MB models (tiny-*: every token reads all weights; qwen3vocab-*: a 152k
+// vocabulary), ~3 min, for quick local runs; =0,1 runs a given subset of every model.
+const PROMPT_CHOICE = process.env.DISKFORMER_ENGINE_PROMPTS || 'all';
 function promptsOf(stem) {
   if (PROMPT_CHOICE === 'all') return [0, 1, 2, 3, 4];
-  if (PROMPT_CHOICE !== 'default') return PROMPT_CHOICE.split(',').map(Number);
-  return /^(tiny|qwen3vocab)-/.test(stem) ? [0, 1] : [0, 1, 2, 3, 4];
+  if (PROMPT_CHOICE === 'quick') return /^(tiny|qwen3vocab)-/.test(stem) ? [0, 1] : [0, 1, 2, 3, 4];
+  return PROMPT_CHOICE.split(',').map(Number);
 }
 
 const SETUP = `

@@ -1,0 +1,47 @@
+// The activation operand of a Q8_0 product, quantised the way llama.cpp's CPU backend quantises the input of a
+// Q8_0 matrix (ggml quantize_row_q8_0, as the fixtures were made): per 32 values amax = max|x|, d = f16(amax / 127),
+// q = round-half-even(x · (127 / amax)) in f32. Each workgroup stages its x once in workgroup memory; the weight
+// kernels then multiply int8 codes with dot4I8Packed, which on a GPU runs 2-4x faster than converting every weight
+// to f32 (the conversions, not the bytes, bounded the f32 kernels). The product is Σ_blocks (d_w · d_x) · Σ q_w q_x.
+// The includer declares `x: array<vec4<f32>>`; every lane of the workgroup (wg_size lanes) must call stage_x before
+// any lane returns. K ≤ 32 · XQ_BLOCKS columns.
+const XQ_BLOCKS: u32 = 256u;
+var<workgroup> xq_codes: array<vec4<u32>, 512>;   // 2 per block: 32 int8 codes
+var<workgroup> xq_scale: array<f32, 256>;         // d_x per block
+var<private> x_v0: u32;                           // x's first vec4 (read directly by F32 weights)
+
+#include "round_f16.wgsl"
+
+fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {
+  x_v0 = xv0;
+  for (var b = tid; b < nb; b += wg_size) {
+    var v: array<vec4<f32>, 8>;
+    var amax = 0.0;
+    for (var i = 0u; i < 8u; i++) {
+      v[i] = x[xv0 + b * 8u + i];
+      let a = abs(v[i]);
+      amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    var inv = 0.0;
+    if (amax > 0.0) {
+      inv = 127.0 / amax;
+    }
+    var q: array<u32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      q[i] = pack4xI8(vec4<i32>(round(v[i] * inv)));
+    }
+    xq_codes[2u * b] = vec4<u32>(q[0], q[1], q[2], q[3]);
+    xq_codes[2u * b + 1u] = vec4<u32>(q[4], q[5], q[6], q[7]);
+    xq_scale[b] = round_to_f16(amax / 127.0);
+  }
+  workgroupBarrier();
+}
+
+// (d_w · d_x) · Σ q_w q_x of one block: 32 weight codes (c0, c1) against staged block b.
+fn xq_dot(c0: vec4<u32>, c1: vec4<u32>, b: u32, d_w: f32) -> f32 {
+  let q0 = xq_codes[2u * b];
+  let q1 = xq_codes[2u * b + 1u];
+  let s = dot4I8Packed(c0.x, q0.x) + dot4I8Packed(c0.y, q0.y) + dot4I8Packed(c0.z, q0.z) + dot4I8Packed(c0.w, q0.w)
+        + dot4I8Packed(c1.x, q1.x) + dot4I8Packed(c1.y, q1.y) + dot4I8Packed(c1.z, q1.z) + dot4I8Packed(c1.w, q1.w);
+  return (d_w * xq_scale[b]) * f32(s);
+}
