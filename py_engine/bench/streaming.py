@@ -69,8 +69,10 @@ def _delta(a: dict, b: dict) -> dict:
 async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: int, n_ctx: int, kv: str,
                    lane_cap: int, warmup: int, routing: str = "auto") -> dict:
     """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case)."""
+    # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py)
     dec = await StoreDecoder.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
-                                        lane_cap=lane_cap, pool_fraction=fraction, routing=routing)
+                                        lane_cap=lane_cap, pool_fraction=fraction, routing=routing,
+                                        prefetch_depth=1)
     try:
         if dec.cache.n_ctx < n_ctx:
             raise ValueError(f"prompt + decode = {n_ctx} tokens exceed the model's context ({dec.cache.n_ctx})")

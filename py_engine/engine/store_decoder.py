@@ -61,6 +61,7 @@ def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None,
 
 
 class StoreDecoder(Decoder):
+    step_argmax = None  # tokens go through the routing paths below, which read the logits back
     pool = None
     plan = None
 
