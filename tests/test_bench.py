@@ -98,7 +98,8 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
     assert 0 < d["ffi_calls_per_token"]["decode"] < 20
     assert raw["dispatches_per_token"] > 8 * 9  # at least the attention block's 9 per layer
-    assert raw["webgpu_calls_per_token"] > 3 * raw["dispatches_per_token"]
+    # a bind group and a dispatch per dispatch, a pipeline where it changes, the passes and the submit
+    assert 2 * raw["dispatches_per_token"] < raw["webgpu_calls_per_token"] <= 3 * raw["dispatches_per_token"] + 40
     for key in ("prefill_tok_s", "decode_tok_s", "prefill_gflops", "stream_GBps", "bound_tok_s", "achieved_GBps"):
         assert d[key] > 0, key
     # no kernel beats a plain streaming read by much (caches can help a small model a little)

@@ -28,18 +28,29 @@ def counters(dec) -> dict:
 
 
 def webgpu_calls(dl) -> int:
-    """JS -> WebGPU calls the replay helper makes per token: 3 per dispatch (pipeline, bind group, dispatch), 2 per
-    compute pass (begin, end), 1 per copy, plus writeBuffer, the encoder, finish, submit, the logits copy, map,
+    """JS -> WebGPU calls the replay helper makes per token (py_engine/gpu/commands.py): per dispatch a bind group
+    and the dispatch, plus the pipeline where it changes; 2 per compute pass (begin, end), 1 per copy; per submitted
+    piece an encoder, finish and submit (and the pass it reopens); plus writeBuffer, the logits copy, map,
     getMappedRange and unmap."""
-    calls, in_pass = 8, False
-    for op in dl.ops:
+    from ..gpu.commands import helper
+
+    every = int(helper().splitEvery) or dl.count
+    calls, in_pass, pipeline = 5, False, None
+    for i, op in enumerate(dl.ops):
+        if i and i % every == 0:  # a new piece: finish + submit, a new encoder
+            calls += 3 + (1 if in_pass else 0)
+            in_pass = False
         if op[0] == 0:
-            calls += 3 + (0 if in_pass else 2)
+            if not in_pass:
+                calls += 2
+                pipeline = None
+            calls += 2 + (op[1] != pipeline)
+            pipeline = op[1]
             in_pass = True
         else:
-            calls += 1
+            calls += 1 + (1 if in_pass else 0)  # the copy, and ending the pass before it
             in_pass = False
-    return calls
+    return calls + 3  # the first encoder, finish and submit
 
 
 def state_layout(dec) -> tuple:

@@ -14,12 +14,14 @@ _HELPER_JS = r"""
 ({
   // ops: [0, pipeline, bindGroup, x, y, z] dispatch | [1, src, srcOffset, dst, dstOffset, size] copy
   record(enc, ops, from = 0, to = ops.length) {
-    let pass = null;
+    let pass = null, pipeline = null;
     for (let i = from; i < to; i++) {
       const op = ops[i];
       if (op[0] === 0) {
-        if (pass === null) pass = enc.beginComputePass();
-        pass.setPipeline(op[1]); pass.setBindGroup(0, op[2]); pass.dispatchWorkgroups(op[3], op[4], op[5]);
+        if (pass === null) { pass = enc.beginComputePass(); pipeline = null; }
+        // consecutive dispatches of one pipeline (a matrix's row bands, the pool buffers) set it once
+        if (op[1] !== pipeline) { pass.setPipeline(op[1]); pipeline = op[1]; }
+        pass.setBindGroup(0, op[2]); pass.dispatchWorkgroups(op[3], op[4], op[5]);
       } else {
         if (pass !== null) { pass.end(); pass = null; }
         enc.copyBufferToBuffer(op[1], op[2], op[3], op[4], op[5]);
