@@ -64,6 +64,17 @@ async def main(args):
     greedy_id, greedy_logit = await backend.next_candidates(1)
     out["top5"] = [ids, logits]
     out["top1"] = [greedy_id, greedy_logit]
+    # the greedy fast path: announced k = 1, only the GPU's argmax and its logit come back
+    gen.reset()
+    backend.expect_candidates(1)
+    await backend.prefill(args["prompt_ids"], 0)
+    out["top1_fast"] = list(await backend.next_candidates(1))
+    try:
+        await backend.next_candidates(5)
+        out["wider_after_greedy"] = "no error"
+    except RuntimeError as e:
+        out["wider_after_greedy"] = str(e)
+    backend.expect_candidates(None)
     gen.reset()
 
     # turn 2 after turn 1: the prefix is reused (and the KV cache truncated where the new prompt diverges) ...
@@ -244,6 +255,9 @@ def test_candidates_match_step0_logits(engine_out, refs_dir):
     assert ids == [int(i) for i in np.argsort(-ref, kind="stable")[:5]]
     np.testing.assert_allclose(logits, ref[ids], atol=1e-4)
     assert out["top1"][0] == [ids[0]] and out["top1"][1] == [logits[0]]
+    # the greedy fast path reads the same token and logit back from the GPU's argmax
+    assert out["top1_fast"] == out["top1"]
+    assert "only the best token was read back" in out["wider_after_greedy"]
 
 
 def test_second_turn_reuses_prefix_and_equals_fresh(engine_out):

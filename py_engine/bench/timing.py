@@ -23,7 +23,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
     for _ in range(n_decode):
         t = time.perf_counter()
         if greedy is not None:
-            tok = await greedy(tok)
+            tok, _ = await greedy(tok)
             step_ms.append((time.perf_counter() - t) * 1e3)
         else:
             logits = await dec.step(tok)

@@ -89,7 +89,7 @@ class Decoder:
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
-            dec.argmax_staging = create_buffer(gpu, 4, MAP_READ | COPY_DST, "argmax_staging")
+            dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
             dec.attach_prefill(prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
@@ -157,14 +157,14 @@ class Decoder:
         check_errors(self.gpu, f"token at position {self.pos - 1}")
         return logits
 
-    async def step_argmax(self, token: int) -> int:
-        """Feed one token; returns the id of its largest logit (ties to the lower id), computed on the GPU: greedy
-        decoding reads back 4 bytes instead of the whole logits row (1 MB at a 248k vocabulary)."""
+    async def step_argmax(self, token: int) -> tuple:
+        """Feed one token; returns (id, logit) of its largest logit (ties to the lower id), computed on the GPU:
+        greedy decoding reads back 8 bytes instead of the whole logits row (1 MB at a 248k vocabulary)."""
         self._check_tokens([token])
         t0 = time.perf_counter()
         data = await helper().step(self.gpu.device, self.step_buf, [token, self.pos, self.pos + 1, 0], self.dl.ops,
-                                   self.acts["argmax"], 0, self.argmax_staging, 4)
-        best = struct.unpack("<I", data.to_bytes())[0]
+                                   self.acts["argmax"], 0, self.argmax_staging, 8)
+        best = struct.unpack("<If", data.to_bytes())
         self.stats["syncs"] += 1
         self.stats["ffi_calls"] += 5  # as step()
         self.pos += 1

@@ -1,7 +1,9 @@
 """The generation layer's Backend (py_engine/generation/backend.py) over the GPU decoder.
 
-The decoder reads back the whole logits row of the last token of every step; the k best candidates are picked here
-in Python (greedy: one C-level max over the row). A prompt is prefilled in one go: every token but the last is
+The decoder reads back the whole logits row of the last token of every step and the k best candidates are picked
+here in Python, except for plain greedy decoding announced by the generator (expect_candidates(1)): then only the
+GPU's argmax and its logit come back (Decoder.step_argmax, 8 bytes instead of 1 MB at a 248k vocabulary, and no
+Python pass over the row). A prompt is prefilled in one go: every token but the last is
 enqueued without a readback (`Decoder.feed`), the last one is stepped and its logits kept for next_candidates().
 
 truncate() is exact for attention-only models (qwen3moe): the KV rows past the new length are simply overwritten
@@ -23,6 +25,8 @@ class GpuBackend:
         self.max_candidates = int(max_candidates)
         self.supports_truncate = self.arch in ATTENTION_ONLY
         self._logits = None  # the row after the last prefilled token (array('f')), None when nothing is pending
+        self._best = None  # (id, logit) instead of the row, after a greedy prefill
+        self._k = None  # candidates the generator will ask for (expect_candidates), None: unknown
 
     # --- sizes --------------------------------------------------------------------------------------------------
     @property
@@ -44,11 +48,24 @@ class GpuBackend:
             raise ValueError("prefill needs at least one token")
         if start_pos != self.decoder.pos:
             raise ValueError(f"prefill at position {start_pos}, but the GPU state holds {self.decoder.pos} tokens")
-        self._logits = None
+        self._logits = self._best = None
         self.decoder.feed(ids[:-1])
-        self._logits = await self.decoder.step(ids[-1])
+        greedy = getattr(self.decoder, "step_argmax", None)
+        if self._k == 1 and greedy is not None:
+            self._best = await greedy(ids[-1])
+        else:
+            self._logits = await self.decoder.step(ids[-1])
+
+    def expect_candidates(self, k) -> None:
+        """The generator's hint: next_candidates(k) follows every prefill until the next hint (None: unknown)."""
+        self._k = None if k is None else int(k)
 
     async def next_candidates(self, k: int):
+        if self._best is not None:
+            if k != 1:
+                raise RuntimeError(f"next_candidates({k}) after a greedy prefill (expect_candidates(1)): only the "
+                                   "best token was read back")
+            return [int(self._best[0])], [float(self._best[1])]
         logits = self._logits
         if logits is None:
             raise RuntimeError("next_candidates() before any prefill: there are no logits to pick from")
@@ -68,11 +85,11 @@ class GpuBackend:
         if not 0 <= n_tokens <= self.decoder.pos:
             raise ValueError(f"truncate to {n_tokens} tokens, but the GPU state holds {self.decoder.pos}")
         self.decoder.pos = n_tokens
-        self._logits = None
+        self._logits = self._best = None
 
     def reset(self) -> None:
         self.decoder.reset()
-        self._logits = None
+        self._logits = self._best = None
 
     # --- for the page's meter -----------------------------------------------------------------------------------
     def gpu_bytes(self) -> int:

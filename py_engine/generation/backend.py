@@ -24,6 +24,9 @@ state) and computes logits. The interface is shaped for a GPU behind an asynchro
         GPU->CPU boundary: sampling runs in pure Python over at most `max_candidates` (64) candidates, never over
         a 150k-250k vocabulary. Returning the full sorted vocabulary (k >= vocab_size) is allowed and makes
         sampling exact.
+    expect_candidates(k) -> None   (optional)
+        The generator says which k its next_candidates calls will ask for until the next hint (None: unknown), so a
+        backend can read back only that much (the GPU backend reads just the argmax and its logit for k = 1).
     truncate(n_tokens) -> None
         Keep only the first n_tokens positions (n_tokens <= n_cached). Only called when supports_truncate.
     reset() -> None

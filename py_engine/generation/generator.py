@@ -140,14 +140,25 @@ class Generator:
         return ids
 
     async def _run(self, prompt, max_tokens, sampler, stops, on_delta, aborted, in_thinking):
-        backend, clock = self.backend, self._clock
-        t0 = clock()
+        backend = self.backend
+        t0 = self._clock()
         stats = GenerationStats(prompt_tokens=len(prompt), seed=sampler.seed)
         out = _Output(ThinkingSplitter(in_thinking), StreamDecoder(self.tokenizer), on_delta)
 
+        k = sampler.candidates_needed(backend.max_candidates)
+        hint = getattr(backend, "expect_candidates", None)  # optional: a GPU backend then reads back only what k needs
+        if hint is not None:
+            hint(k)
+        try:
+            return await self._generate(prompt, max_tokens, sampler, stops, aborted, k, stats, out, t0)
+        finally:
+            if hint is not None:
+                hint(None)
+
+    async def _generate(self, prompt, max_tokens, sampler, stops, aborted, k, stats, out, t0):
+        backend, clock = self.backend, self._clock
         t_prefill = await self._prefill_prompt(prompt, stats, aborted)
         generated, history = [], list(prompt)
-        k = sampler.candidates_needed(backend.max_candidates)
         complete = k >= backend.vocab_size
         reason, stop_token, message = None, None, ""
         t_first = t_last = None

@@ -143,7 +143,7 @@ class Qwen35Moe:
                 ("router", c.n_expert), ("route_ids", k), ("route_w", k), ("gate", k * c.n_ff_exp),
                 ("up", k * c.n_ff_exp), ("act", k * c.n_ff_exp), ("down", k * e),
                 ("shexp_gate", c.n_ff_shexp), ("shexp_up", c.n_ff_shexp), ("shexp_act", c.n_ff_shexp),
-                ("shexp_out", e), ("logits", c.n_vocab), ("argmax", 1)]
+                ("shexp_out", e), ("logits", c.n_vocab), ("argmax", 2)]
         for i, rec in enumerate(c.recurrent):
             if rec:
                 bufs += [(f"conv_window.{i}", (c.ssm_conv_kernel - 1) * c.conv_channels),

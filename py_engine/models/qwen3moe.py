@@ -67,7 +67,7 @@ class Qwen3Moe:
                 ("attn", c.n_head * c.head_dim), ("router", c.n_expert), ("route_ids", c.n_expert_used),
                 ("route_w", c.n_expert_used), ("gate", c.n_expert_used * c.n_ff_exp),
                 ("up", c.n_expert_used * c.n_ff_exp), ("act", c.n_expert_used * c.n_ff_exp),
-                ("down", c.n_expert_used * c.n_embd), ("logits", c.n_vocab), ("argmax", 1)]
+                ("down", c.n_expert_used * c.n_embd), ("logits", c.n_vocab), ("argmax", 2)]
 
     def load(self, loader):
         """Upload the dense trunk and (for now) every layer's experts as that layer's pool."""
