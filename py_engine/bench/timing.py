@@ -19,7 +19,9 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
 
     step_ms = []
     tok = argmax(logits)
-    greedy = getattr(dec, "step_argmax", None)  # the GGUF engine: the GPU's argmax read back (4 bytes a token)
+    # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
+    # and their Python argmax stays outside the timed step
+    greedy = dec.step_argmax if getattr(dec, "routing", "gpu") == "gpu" else None
     for _ in range(n_decode):
         t = time.perf_counter()
         if greedy is not None:

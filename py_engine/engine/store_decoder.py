@@ -61,7 +61,6 @@ def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None,
 
 
 class StoreDecoder(Decoder):
-    step_argmax = None  # tokens go through the routing paths below, which read the logits back
     pool = None
     plan = None
 
@@ -148,6 +147,7 @@ class StoreDecoder(Decoder):
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, pool.slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
+            dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
             dec.ids_staging = create_buffer(gpu, 4 * MAX_TOP_K * (1 + prefetch_depth), MAP_READ | COPY_DST,
                                             "route_ids_staging")
             dec.guarded = None
@@ -243,6 +243,16 @@ class StoreDecoder(Decoder):
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
         check_errors(self.gpu, f"token at position {self.pos - 1}")
         return logits
+
+    async def step_argmax(self, token: int) -> tuple:
+        """(id, logit) of the token's largest logit: from the GPU's argmax when every expert is resident (one
+        submit, 8 bytes back), else from the logits the routing paths read back anyway."""
+        if self.routing == "gpu":
+            self.stats["steps"] += 1
+            return await super().step_argmax(token)
+        logits = await self.step(token)
+        best = max(logits)
+        return logits.index(best), best  # the lowest id holding the maximum, as the GPU kernel
 
     async def _run_token(self, token, pos, want_logits):
         """Early stop while few layers miss (one sync per token when none does), else per-layer syncs (each
