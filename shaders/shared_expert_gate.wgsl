@@ -1,8 +1,7 @@
 // The shared expert's contribution to the residual stream (llama.cpp qwen35moe build_layer_ffn):
 //   h[i] += sigmoid(Σ_j w[j]·x[j]) · y[i]
 // with x the post-attention-normed input, w = ffn_gate_inp_shexp (F32, n values) and y the shared expert's
-// output. One workgroup of 256 per token row (workgroup r: x, y, h at r·n; a decode step dispatches one): the gate's
-// dot product is a workgroup tree reduction (no subgroups).
+// output. One workgroup of 256 per token row (workgroup r: x, y, h at r·n), the gate from shexp_gate.wgsl.
 struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -11,24 +10,13 @@ struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(4) var<storage, read_write> h: array<f32>;
 
 var<workgroup> red: array<f32, 256>;
+#include "shexp_gate.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
   let rb = wg.x * p.n;
-  var acc = 0.0;
-  for (var i = t; i < p.n; i += 256u) {
-    acc += w[i] * x[rb + i];
-  }
-  red[t] = acc;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      red[t] += red[t + s];
-    }
-    workgroupBarrier();
-  }
-  let gate = 1.0 / (1.0 + exp(-red[0]));
+  let gate = shexp_gate(t, rb);
   for (var i = t; i < p.n; i += 256u) {
     h[rb + i] += gate * y[rb + i];
   }
