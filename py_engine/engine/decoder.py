@@ -142,36 +142,29 @@ class Decoder:
 
     async def step(self, token: int) -> array.array:
         """Feed one token at the next position; returns its logits (f32, n_vocab)."""
+        logits = array.array("f")
+        logits.frombytes(await self._step_read(token, self.acts["logits"], self.staging, 4 * self.n_vocab))
+        return logits
+
+    async def step_argmax(self, token: int) -> tuple:
+        """Feed one token; returns (id, logit) of its largest logit (ties to the lower id), computed on the GPU:
+        greedy decoding reads back 8 bytes instead of the whole logits row (1 MB at a 248k vocabulary)."""
+        return struct.unpack("<If", await self._step_read(token, self.acts["argmax"], self.argmax_staging, 8))
+
+    async def _step_read(self, token: int, out, staging, nbytes: int) -> bytes:
+        """One token through the recorded list, then the first nbytes of `out` read back (one sync)."""
         self._check_tokens([token])
         t0 = time.perf_counter()
-        nbytes = 4 * self.n_vocab
         data = await helper().step(self.gpu.device, self.step_buf, [token, self.pos, self.pos + 1, 0], self.dl.ops,
-                                   self.acts["logits"], 0, self.staging, nbytes)
-        logits = array.array("f")
-        logits.frombytes(data.to_bytes())
+                                   out, 0, staging, nbytes)
+        data = data.to_bytes()
         self.stats["syncs"] += 1
         self.stats["ffi_calls"] += 5  # .step + call, .to_bytes + call, check_errors' errs.length
         self.pos += 1
         self.stats["tokens"] += 1
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
         check_errors(self.gpu, f"token at position {self.pos - 1}")
-        return logits
-
-    async def step_argmax(self, token: int) -> tuple:
-        """Feed one token; returns (id, logit) of its largest logit (ties to the lower id), computed on the GPU:
-        greedy decoding reads back 8 bytes instead of the whole logits row (1 MB at a 248k vocabulary)."""
-        self._check_tokens([token])
-        t0 = time.perf_counter()
-        data = await helper().step(self.gpu.device, self.step_buf, [token, self.pos, self.pos + 1, 0], self.dl.ops,
-                                   self.acts["argmax"], 0, self.argmax_staging, 8)
-        best = struct.unpack("<If", data.to_bytes())
-        self.stats["syncs"] += 1
-        self.stats["ffi_calls"] += 5  # as step()
-        self.pos += 1
-        self.stats["tokens"] += 1
-        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        check_errors(self.gpu, f"token at position {self.pos - 1}")
-        return best
+        return data
 
     def release(self):
         if self.prefill is not None:
