@@ -1,4 +1,4 @@
-"""Helpers shared by the Node engine tests (test_engine_node.py, test_qwen35moe_node.py)."""
+"""Helpers shared by the Node engine tests (test_engine_node.py, test_qwen35moe_node.py, the *_kernels tests)."""
 import numpy as np
 
 from diskformer.node_engine import run_in_node
@@ -23,3 +23,23 @@ def run_teacher_forced(jobs, fixture_models, refs_dir, out, timeout, act="q8"):
 def engine_logits(out, stem, kv, index, n_vocab):
     """The logits run_teacher_forced wrote for one prompt: one row of n_vocab per step."""
     return np.fromfile(out / f"{stem}.{kv}.{index}.f32", dtype="<f4").reshape(-1, n_vocab)
+
+
+# The start of the Pyodide-side script of the kernel tests (test_kernels_node.py and its kind): the imports they all
+# use and the device set-up; each test appends its own main(args), which starts with `await kernel_device(args)`.
+KERNEL_HARNESS = r'''
+import json, struct
+from pathlib import Path
+from py_engine.gpu.device import open_gpu
+from py_engine.gpu.buffers import upload, storage_buffer, create_buffer, write_buffer, Readback, UNIFORM, COPY_DST
+from py_engine.gpu.pipelines import Pipelines, GpuErrorScope
+from py_engine.gpu.commands import DispatchList, track_errors, check_errors
+from py_engine.gpu.kernels import Kernels, GpuMatrix
+
+async def kernel_device(args):
+    """(the case folder, its spec.json, the GPU with uncaptured errors tracked, its Pipelines)."""
+    d = Path(args["dir"])
+    gpu = await open_gpu()
+    track_errors(gpu)
+    return d, json.loads((d / "spec.json").read_text()), gpu, Pipelines(gpu)
+'''

@@ -15,26 +15,16 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
+from node_helpers import KERNEL_HARNESS
 from diskformer.reference import layers
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
-NODE_CODE = r'''
-import json, struct
-from pathlib import Path
-from py_engine.gpu.device import open_gpu
-from py_engine.gpu.buffers import upload, storage_buffer, create_buffer, write_buffer, Readback, UNIFORM, COPY_DST
-from py_engine.gpu.pipelines import Pipelines, GpuErrorScope
-from py_engine.gpu.commands import DispatchList, track_errors, check_errors
-from py_engine.gpu.kernels import Kernels
+NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu import qwen35_kernels
 
 async def main(args):
-    d = Path(args["dir"])
-    spec = json.loads((d / "spec.json").read_text())
-    gpu = await open_gpu()
-    track_errors(gpu)
-    pipes = Pipelines(gpu)
+    d, spec, gpu, pipes = await kernel_device(args)
     step = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
     kern = Kernels(gpu, pipes, step)
     rb = Readback(gpu)
