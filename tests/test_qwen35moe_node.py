@@ -39,15 +39,22 @@ ROUTING_TIE = 1e-6  # a top-k boundary gap (router probability) an f32 engine ma
 @pytest.fixture(scope="module")
 def engine_runs(fixture_models, refs_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("qwen35moe_logits")
-    # f32 activations: the numpy reference comparison below needs them (test_engine_vs_reference_node.py says why);
-    # the default (Q8_0 activation quantisation) runs the protocol in test_prefill_node.py, test_streaming_node.py
-    # and the Chromium engine spec
+    # f32 activations: the numpy reference comparison below needs them (test_engine_vs_reference_node.py says why)
     return out, run_teacher_forced(JOBS, fixture_models, refs_dir, out, timeout=900, act="f32")
 
 
-@pytest.mark.parametrize("stem,kv", JOBS)
-def test_teacher_forced_protocol(engine_runs, refs_dir, stem, kv):
-    out, _ = engine_runs
+@pytest.fixture(scope="module")
+def default_runs(fixture_models, refs_dir, tmp_path_factory):
+    """The Q8_0 files in the engine's default mode (Q8_0 activation quantisation, as llama.cpp); the F32 files have
+    no Q8_0 product, so the runs above are already theirs."""
+    out = tmp_path_factory.mktemp("qwen35moe_logits_q8act")
+    return out, run_teacher_forced([(m, "f16") for m in Q8_MODELS], fixture_models, refs_dir, out, timeout=900)
+
+
+@pytest.mark.parametrize("stem,kv", JOBS + [(m, "f16-q8act") for m in Q8_MODELS])
+def test_teacher_forced_protocol(engine_runs, default_runs, refs_dir, stem, kv):
+    out, _ = default_runs if kv.endswith("-q8act") else engine_runs
+    kv = kv.removesuffix("-q8act")
     refs = protocol.load_refs(stem, refs_dir)
     n_vocab = protocol.load_step0_logits(stem, 0, refs_dir).size
     metrics = []
