@@ -197,7 +197,7 @@ def table(raw: dict, d: dict) -> str:
         f"{raw['load_ms'] / 1e3:.1f} s)",
         "",
         f"{'':34}{'this engine':>16}{'llama.cpp H200*':>18}",
-        f"{'prefill tok/s (' + str(raw['prefill']['tokens']) + ' tokens)':34}{d['prefill_tok_s']:>16,.1f}"
+        f"{'prefill tok/s (' + str(raw['prefill']['tokens']) + ' tokens, chunk ' + str(raw['prefill'].get('chunk')) + ')':34}{d['prefill_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['prefill_tok_s']:>18,.1f}",
         f"{'decode tok/s (' + str(raw['decode']['tokens']) + ' tokens)':34}{d['decode_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['decode_tok_s']:>18,.1f}",
@@ -242,6 +242,18 @@ def table(raw: dict, d: dict) -> str:
             lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
     else:
         lines.append(f"GPU time per kernel               not profiled: {prof.get('reason', 'unknown')}")
+    rate = raw.get("replay_rate")
+    if rate:
+        lines.append(f"decode replays back to back       {rate['total_us_per_token']:,.1f} us/token, of which the "
+                     f"CPU's encode + submit {rate['cpu_us_per_token']:,.1f} ({rate['replays']} replays, no readback)")
+    pp = raw.get("prefill_profile") or {}
+    if pp.get("available"):
+        lines += ["",
+                  f"prefill chunk of {pp['tokens']} tokens at position {pp['pos0']} (timestamps)   busy "
+                  f"{pp['busy_us'] / 1e3:.3f} ms = {pp['busy_us_per_token']:.1f} us/token",
+                  f"  {'kernel':22}{'dispatches':>11}{'us/chunk':>11}{'share':>8}"]
+        for k in pp["kinds"][:12]:
+            lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
     return "\n".join(lines + streaming_table(raw, d))
 
 
@@ -261,7 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="model store folder for the fraction cases (ingested from the GGUF once, reused when "
                          "complete; default: a folder per model under the system temp folder)")
     ap.add_argument("--routing", choices=ROUTINGS, default="auto", help="routing of the streamed cases")
-    ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profile")
+    ap.add_argument("--prefill-chunk", type=int, default=None,
+                    help="prompt tokens per prefill chunk in the resident case (default: the engine's)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profiles")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
@@ -272,6 +286,9 @@ def main(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.prompt < 1 or args.decode < 1:
         print("diskformer bench: --prompt and --decode must be >= 1", file=sys.stderr)
+        return 2
+    if args.prefill_chunk is not None and args.prefill_chunk < 1:
+        print("diskformer bench: --prefill-chunk must be >= 1 (1: token by token)", file=sys.stderr)
         return 2
     try:
         budgets = parse_budgets(args.budgets)
@@ -285,7 +302,7 @@ def main(argv) -> int:
     mounts = [model.parent]
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
-           "routing": args.routing}
+           "routing": args.routing, "prefill_chunk": args.prefill_chunk}
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:

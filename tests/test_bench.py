@@ -78,13 +78,20 @@ def test_budgets_parse_and_refuse():
         with pytest.raises(ValueError):
             bench.parse_budgets(bad)
     assert bench.main(["--model", "x.gguf", "--budgets", "2"]) == 2
+    assert bench.main(["--model", "x.gguf", "--prefill-chunk", "0"]) == 2
 
 
 @needs_node
+def test_profile_kinds_drop_layer_and_pool_buffer():
+    from py_engine.bench.dispatch_profile import kernel_kind
+    assert kernel_kind("Qcur-3") == "Qcur" and kernel_kind("ffn_moe_up-12@1") == "ffn_moe_up"
+    assert kernel_kind("result_output") == "result_output" and kernel_kind("") == "unlabelled"
+
+
 def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     out, store = tmp_path / "bench.json", tmp_path / "store"
     argv = ["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "16", "--decode", "8",
-            "--stream-mb", "16", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
+            "--stream-mb", "16", "--prefill-chunk", "8", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
     rc = bench.main(argv)
     printed = capsys.readouterr().out
     assert rc == 0
@@ -113,6 +120,13 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     if raw["device"]["timestamp_query"]:
         assert prof["available"] and prof["busy_us"] > 0
         assert sum(k["dispatches"] for k in prof["kinds"]) == raw["dispatches_per_token"]
+        pre = raw["prefill_profile"]  # one 8-token chunk of the 16-token prompt, re-run at position 8
+        assert pre["available"] and pre["tokens"] == 8 and pre["pos0"] == 8 and pre["busy_us"] > 0
+        assert {"ffn_moe_gate", "ffn_moe_down", "Qcur"} <= {k["kind"] for k in pre["kinds"]}
+        assert "prefill chunk of 8 tokens" in printed
+    assert raw["prefill"]["chunk"] == 8
+    rate = raw["replay_rate"]
+    assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
 
     # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store
     (case,) = raw["streaming"]

@@ -6,11 +6,7 @@ their busy time, not the replay's exact wall time (the benchmark measures that s
 """
 import re
 
-from pyodide.code import run_js
-
-from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, create_buffer
-from ..gpu.jsutil import js_object
-from .stream_read import median
+from statistics import median
 
 QUERY_RESOLVE = 0x0200
 MAX_QUERIES = 4096  # WebGPU's limit on one query set
@@ -49,16 +45,38 @@ _PROFILE_JS = r"""
 
 
 def kernel_kind(label: str) -> str:
-    """'Qcur-3' -> 'Qcur': a dispatch's label without its layer number."""
-    return re.sub(r"-\d+$", "", label) or "unlabelled"
+    """'Qcur-3' -> 'Qcur', 'ffn_moe_up-1@0' -> 'ffn_moe_up': a dispatch's label without its layer number (and
+    the pool buffer a streamed expert product reads)."""
+    return re.sub(r"-\d+(@\d+)?$", "", label) or "unlabelled"
 
 
 async def profile(dec, repeats: int = 5) -> dict:
-    """Per kernel kind: dispatches, median GPU µs per token; plus the busy sum and the span of one token."""
-    gpu = dec.gpu
+    """One decoded token: per kernel kind, dispatches and median GPU µs; plus the busy sum and the span."""
+    pos = max(dec.pos - 1, 0)  # re-run the last fed position: rewrites its own KV row, moves nothing
+    return await profile_list(dec.gpu, dec.dl, dec.step_buf, [0, pos, pos + 1, 0], repeats)
+
+
+async def profile_prefill(dec, pos0: int, repeats: int = 3) -> dict:
+    """One full prefill chunk (dec.prefill.T rows from position pos0, re-running rows the prompt already fed:
+    rewrites their KV rows and advances the recurrent state, so run it only after the timed phases)."""
+    pre = dec.prefill
+    out = await profile_list(dec.gpu, pre.dl, pre.chunk_buf, [pre.T, pos0, 0, 0], repeats)
+    if out.get("available"):
+        out.update({"tokens": pre.T, "pos0": pos0, "busy_us_per_token": round(out["busy_us"] / pre.T, 3)})
+    return out
+
+
+async def profile_list(gpu, dl, uniform, words, repeats: int) -> dict:
+    """Replays `dl` with `words` written to `uniform` first, one timed pass per dispatch, repeats + 1 times (the
+    first warms caches); per kernel kind: dispatches, median GPU µs; plus the busy sum and the span."""
+    from pyodide.code import run_js  # imported here: kernel_kind is used outside Pyodide too
+
+    from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, create_buffer
+    from ..gpu.jsutil import js_object
+
     if "timestamp-query" not in gpu.features:
         return {"available": False, "reason": "the device has no 'timestamp-query' feature"}
-    labels = [lab for lab, op in zip(dec.dl.labels, dec.dl.ops) if op[0] == 0]
+    labels = [lab for lab, op in zip(dl.labels, dl.ops) if op[0] == 0]
     n = len(labels)
     if 2 * n > MAX_QUERIES:
         return {"available": False, "reason": f"{n} dispatches exceed one query set ({MAX_QUERIES // 2})"}
@@ -66,17 +84,15 @@ async def profile(dec, repeats: int = 5) -> dict:
     resolve = create_buffer(gpu, 16 * n, QUERY_RESOLVE | COPY_SRC, "profile_resolve")
     read = create_buffer(gpu, 16 * n, MAP_READ | COPY_DST, "profile_read")
     helper = run_js(_PROFILE_JS)
-    pos = max(dec.pos - 1, 0)  # re-run the last fed position: rewrites its own KV row, moves nothing
     runs = []
     try:
         for _ in range(repeats + 1):
-            runs.append([float(x) for x in await helper.run(gpu.device, dec.step_buf, [0, pos, pos + 1, 0],
-                                                           dec.dl.ops, qs, resolve, read)])
+            runs.append([float(x) for x in await helper.run(gpu.device, uniform, words, dl.ops, qs, resolve, read)])
     finally:
         qs.destroy()
         resolve.destroy()
         read.destroy()
-    runs = runs[1:]  # the first replay warms caches after the decode loop's last readback
+    runs = runs[1:]
     per_dispatch = [median([r[i] for r in runs]) for i in range(n)]
     span = median([r[n] for r in runs])
     kinds = {}

@@ -2,7 +2,8 @@
 as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read bandwidth in the same process.
 
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
-       "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto"}
+       "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
+       "prefill_chunk": T | null (the engine's default)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back); decode steps N greedy
@@ -112,8 +113,9 @@ def describe(gpu) -> dict:
 async def run_resident(args: dict, gpu, pipes, stream) -> dict:
     n_prompt, n_decode = int(args.get("prompt", 512)), int(args.get("decode", 128))
     n_ctx = n_prompt + n_decode + WARMUP_TOKENS
+    chunk = {"prefill_chunk": int(args["prefill_chunk"])} if args.get("prefill_chunk") else {}
     dec = await Decoder.open(args["model"], gpu, pipes, n_ctx=n_ctx, kv_format=args.get("kv", "f16"),
-                             lane_cap=int(args.get("lane_cap", 16)))
+                             lane_cap=int(args.get("lane_cap", 16)), **chunk)
     try:
         if dec.cache.n_ctx < n_ctx:
             raise ValueError(f"prompt + decode = {n_ctx} tokens exceed the model's context ({dec.cache.n_ctx})")
@@ -124,8 +126,13 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
 
         prefill_ms, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(dec, ids, n_decode, counters)
 
-        prof = await dispatch_profile.profile(dec) if args.get("profile", True) else {"available": False,
-                                                                                       "reason": "not asked"}
+        # after the timed phases: these replays move the cache and the recurrent state
+        want = args.get("profile", True)
+        prof = await dispatch_profile.profile(dec) if want else {"available": False, "reason": "not asked"}
+        rate = await timing.replay_rate(dec)
+        pre_prof = {"available": False, "reason": "not asked" if not want else "token-by-token prefill"}
+        if want and dec.prefill is not None and dec.prefill.T <= n_prompt:
+            pre_prof = await dispatch_profile.profile_prefill(dec, (n_prompt // 2 // dec.prefill.T) * dec.prefill.T)
         header = dec.loader.header
         cfg = dec.model.cfg
         kv_elt = 2 if dec.kv_format == "f16" else 4
@@ -147,6 +154,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             "stream": stream,
             "load_ms": round(dec.stats["load_ms"], 1),
             "prefill": {"tokens": n_prompt, "ms": round(prefill_ms, 3), "tok_s": n_prompt / prefill_ms * 1e3,
+                        "chunk": dec.stats.get("prefill_chunk"),
                         "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],
                         "flops_per_token": prefill_cost["flops"]},
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
@@ -157,6 +165,8 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             "gpu_bytes": gpu_bytes(dec, header),
             "per_token": decode_cost,
             "profile": prof,
+            "replay_rate": rate,
+            "prefill_profile": pre_prof,
         }
     finally:
         dec.release()

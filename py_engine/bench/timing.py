@@ -32,3 +32,26 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
             step_ms.append((time.perf_counter() - t) * 1e3)
             tok = argmax(logits)  # outside the timed step
     return prefill_ms, step_ms, (s0, s1, snapshot(dec))
+
+
+async def replay_rate(dec, n: int = 50) -> dict:
+    """Whether the CPU or the GPU sets the decode pace: `n` back-to-back replays of the token's list (no readback,
+    the same step words each time), timing the JS encode + submit loop alone and then until the GPU is done. CPU µs
+    per token close to the total means encoding the ~dispatches (WebGPU calls) is the limit; far below it, the
+    GPU's own time (kernels, launches, barriers) is."""
+    from ..gpu.buffers import write_buffer
+    from ..gpu.commands import helper
+    import struct
+
+    h, dev = helper(), dec.gpu.device
+    pos = max(dec.pos - 1, 0)
+    write_buffer(dec.gpu, dec.step_buf, 0, struct.pack("<4I", 0, pos, pos + 1, 0))
+    await dev.queue.onSubmittedWorkDone()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        h.replay(dev, dec.dl.ops)
+    t1 = time.perf_counter()
+    await dev.queue.onSubmittedWorkDone()
+    t2 = time.perf_counter()
+    return {"replays": n, "cpu_us_per_token": round((t1 - t0) / n * 1e6, 2),
+            "total_us_per_token": round((t2 - t0) / n * 1e6, 2)}
