@@ -2,6 +2,7 @@
 // expert e): for the picks routed to e, in tiles of TT (16·TILE_TN),
 //   y[pick · rows + r] = W_e[r] · x[(pick / x_div) · x_stride + x_base ..]
 // (gate/up: x_div = k, every pick of a token reads its normed row; down: x_div = 1, each pick its own activation).
+// The tile: gemm_tile_{XFMT}.wgsl (q8: Q8_0 weights × x quantised to Q8_0 while staging, int8 dot products).
 // The expert's weights sit in slot slot_map[map_base + e] of a pool: slots of `spb` per buffer, this dispatch
 // reads buffer `buf` (a partial pool spans several buffers: one dispatch each); inside a slot the codes start at
 // vec4 index local · code_stride + codes_off and the f16 scales at local · scale_stride + scales_off. An expert
@@ -41,7 +42,7 @@ fn x_index(t: u32, col: u32) -> i32 {
   return i32((pick / p.x_div) * p.x_stride + p.x_base + col);
 }
 
-#include "gemm_tile.wgsl"
+#include "gemm_tile_{{XFMT}}.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

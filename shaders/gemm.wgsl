@@ -1,9 +1,11 @@
 // Prefill GEMM: Y[t·y_stride + y_base + r] (+)= W[r] · X[t·x_stride + x_base ..] for the chunk's token rows
 // t < n and the weight rows r < rows of one matrix (or row band). Workgroups: (row tiles of 128, token tiles of
-// TT = 16·TILE_TN). Weights: Q8_0 planes or F32 (WFMT), dequantised into workgroup memory once per tile; f32
-// accumulation.
+// TT = 16·TILE_TN). Weights: Q8_0 planes or F32 (WFMT). XFMT f32: weights dequantised into workgroup memory, f32
+// FMAs (gemm_tile_f32.wgsl); XFMT q8 (Q8_0 weights): X quantised to Q8_0 while staging, int8 dot products
+// (gemm_tile_q8.wgsl). f32 accumulation.
 #include "chunk.wgsl"
-struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, y_base: u32, y_stride: u32, accumulate: u32, pad: u32 }
+struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, y_base: u32, y_stride: u32, accumulate: u32,
+                 row_base: u32 }  // row_base: rows of the weight buffers before W's row 0 (a row view)
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> chunk: Chunk;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
@@ -14,7 +16,7 @@ var<private> row0: u32;
 var<private> tok0: u32;
 
 fn w_block(r: u32, b: u32) -> vec2<u32> {
-  let blk = (row0 + r) * p.nb + b;
+  let blk = (p.row_base + row0 + r) * p.nb + b;
   return vec2<u32>(blk * BLK_V, blk);
 }
 
@@ -25,7 +27,7 @@ fn x_index(t: u32, col: u32) -> i32 {
   return i32((tok0 + t) * p.x_stride + p.x_base + col);
 }
 
-#include "gemm_tile.wgsl"
+#include "gemm_tile_{{XFMT}}.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

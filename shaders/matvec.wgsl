@@ -4,13 +4,16 @@
 // Q8_0 weights multiply x quantised per 32-block as llama.cpp does (x_stage_q8.wgsl: staged once per workgroup,
 // int8 dot products); F32 weights multiply x as is. ROWS > 1 (tall matrices such as the output head) gives each
 // lane group ROWS consecutive rows (fewer, fuller workgroups). ACCUMULATE adds onto y (a residual add fused into
-// the product).
-struct Params { rows: u32, nb: u32, x_base: u32, y_base: u32 }
+// the product). NORM = rms fuses the RMSNorm that precedes the product into the staging (x_norm_rms.wgsl: x is
+// normalised per workgroup with p.eps; p.xn_write asks workgroup (0, 0) to store the normalised values); none
+// stages x as is.
+struct Params { rows: u32, nb: u32, x_base: u32, y_base: u32, eps: f32, xn_write: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 #include "weights_{{WFMT}}.wgsl"
 #include "x_stage_{{XFMT}}.wgsl"
+#include "x_norm_{{NORM}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 
 const LANES: u32 = {{LANES}}u;
@@ -39,7 +42,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var acc = vec4<f32>(0.0);
-  stage_x(lid.x, 64u, p.x_base / 4u, p.nb);
+  stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
   if (row0 < p.rows) {
     for (var b = lane; b < p.nb; b += LANES) {
       for (var i = 0u; i < ROWS; i++) {

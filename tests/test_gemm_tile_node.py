@@ -4,7 +4,12 @@ py_engine.gpu.chunk_kernels) on a real WebGPU device (Dawn on lavapipe in Node, 
 The cases sit on the tile's edges: weight rows around the 128-row tile (1, 127, 129, 300), tokens around the token
 tiles (1, 63, 65: the tile follows the recorded chunk size, 16, 32 or 64 tokens) and a chunk whose last rows are
 unused, K of one block, two blocks and 64 blocks, Q8_0 and F32 weights, row bands, strided and offset rows,
-accumulation, and routed experts with no, one, a few and more than a tile of picks, masked and absent experts.
+accumulation, row views of a stacked matrix (GpuMatrix.row_view: the weight rows start at row_base), and routed
+experts with no, one, a few and more than a tile of picks, masked and absent experts.
+Each runs for Q8_0 weights in Q8_0-activation mode ("q8": the int8 tile, shaders/gemm_tile_q8.wgsl; the reference
+quantises x as llama.cpp does), Q8_0 weights with f32 activations ("q8f") and F32 weights (both: gemm_tile_f32.wgsl).
+The int8 tile also gets rows already fake-quantised (what quantize_rows writes: the same product) and rows with
+zero blocks, f16-subnormal and large scales and a dominant value.
 """
 import json
 import shutil
@@ -14,6 +19,7 @@ import pytest
 
 from diskformer.node_engine import run_in_node
 from node_helpers import KERNEL_HARNESS
+from diskformer.reference.layers import fake_quantize_q8_0
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -24,6 +30,7 @@ async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
     step = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
     kern = Kernels(gpu, pipes, step)
+    kerns = {"q8": kern, "f32": Kernels(gpu, pipes, step, q8_act=False)}  # by activation mode
     rb = Readback(gpu)
 
     def inp(name):
@@ -45,12 +52,17 @@ async def main(args):
     for a in spec:
         chunk = create_buffer(gpu, 16, UNIFORM | COPY_DST, "chunk")
         write_buffer(gpu, chunk, 0, struct.pack("<4I", a["n"], 0, 0, 0))
-        ck = ChunkKernels(kern, chunk, a["T"])
+        ck = ChunkKernels(kerns[a["act"]], chunk, a["T"])
         dl = DispatchList()
         y = inp(a["name"] + "_y0")
         async with GpuErrorScope(gpu, "recording " + a["name"]):
             if a["kernel"] == "gemm":
-                w = matrix(a["name"] + "_w", a["fmt"], a["rows"], a["cols"], a["band_rows"])
+                if a["row_base"] or a["rows_after"]:  # a view of rows_before + rows + rows_after stacked rows
+                    total = a["row_base"] + a["rows"] + a["rows_after"]
+                    stack = matrix(a["name"] + "_w", a["fmt"], total, a["cols"], total)
+                    w = stack.row_view(a["name"], a["row_base"], a["rows"])
+                else:
+                    w = matrix(a["name"] + "_w", a["fmt"], a["rows"], a["cols"], a["band_rows"])
                 ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
                         a["accumulate"])
             else:
@@ -61,10 +73,18 @@ async def main(args):
         dl.submit(gpu)
         (d / f"out_{a['name']}.bin").write_bytes(await rb.read(y, 0, int(y.size)))
         check_errors(gpu, a["name"])
-    return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]]}
+    # a launcher that cannot offset the weight rows refuses a view that does not start at row 0
+    view = GpuMatrix("stack", "f32", 64, 32, [(0, 64, {3: kern.placeholder()})]).row_view("part", 32, 32)
+    try:
+        ck.embed(dl, view, y, y)
+        refused = ""
+    except ValueError as e:
+        refused = str(e)
+    return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]], "refused": refused}
 '''
 
 TILE_TOKENS = [1, 16, 17, 32, 33, 64, 65, 512]
+MODES = (("q8", "q8", "q8"), ("q8f", "q8", "f32"), ("f32", "f32", "q8"))  # case tag, weights, activation mode
 SENTINEL = -7.25  # in every output slot the kernel must not write
 
 
@@ -90,26 +110,47 @@ class Cases:
         return blocks.reshape(rows, cols)
 
     def gemm(self, name, fmt, rows, cols, n, T=None, band_rows=None, x_base=0, x_extra=0, y_base=0, y_extra=0,
-             accumulate=False):
+             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random"):
+        """row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it."""
         T = T or n
         x_stride, y_stride = cols + x_base + x_extra, rows + y_base + y_extra
-        W = self.weights(name + "_w", fmt, rows, cols)
-        x = self.rng.standard_normal(T * x_stride).astype(np.float32)
+        W = self.weights(name + "_w", fmt, row_base + rows + rows_after, cols)[row_base:row_base + rows]
+        x = self.rng.standard_normal((T, x_stride)).astype(np.float32)
+        x[:, x_base:x_base + cols] = self.x_rows((T, cols), kind)
+        x = x.ravel()
         y0 = np.full(T * y_stride, SENTINEL, np.float32)
         if accumulate:
             y0 = self.rng.standard_normal(T * y_stride).astype(np.float32)
         self.arr(name + "_x", x)
         self.arr(name + "_y0", y0)
         ref = y0.astype(np.float64).reshape(T, y_stride)
-        xs = x.astype(np.float64).reshape(T, x_stride)[:n, x_base:x_base + cols]
+        xs = self.act(x.reshape(T, x_stride)[:n, x_base:x_base + cols], fmt, act)
         prod = xs @ W.astype(np.float64).T
         ref[:n, y_base:y_base + rows] = prod + (ref[:n, y_base:y_base + rows] if accumulate else 0)
         self.ref[name] = ref.ravel()
         self.spec.append(dict(name=name, kernel="gemm", fmt=fmt, rows=rows, cols=cols, n=n, T=T,
                               band_rows=band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
-                              y_base=y_base, accumulate=accumulate))
+                              y_base=y_base, accumulate=accumulate, row_base=row_base, rows_after=rows_after,
+                              act=act))
 
-    def experts(self, name, fmt, rows, cols, T, k, counts, x_div, absent=(), masked=()):
+    def x_rows(self, shape, kind):
+        """Activation rows: "random", "mixed" (a zero block, blocks with an f16-subnormal or a large scale, a
+        dominant value) or "prequant" (mixed, already fake-quantised as quantize_rows writes it)."""
+        x = self.rng.standard_normal(shape).astype(np.float32)
+        if kind != "random":
+            blocks = x.reshape(-1, shape[-1] // 32, 32)
+            blocks[0, 0] = 0.0
+            blocks[:, -1] *= np.float32(3e-7)
+            blocks[1 % len(blocks), 0] *= np.float32(4e3)
+            blocks[:, 0, 5] *= np.float32(40.0)
+        return fake_quantize_q8_0(x) if kind == "prequant" else x
+
+    @staticmethod
+    def act(x, fmt, act):
+        """What a product over `fmt` weights multiplies in activation mode `act`, as f64."""
+        return (fake_quantize_q8_0(x) if fmt == "q8" and act == "q8" else x).astype(np.float64)
+
+    def experts(self, name, fmt, rows, cols, T, k, counts, x_div, absent=(), masked=(), act="q8"):
         """Routed-expert GEMM: expert e gets counts[e] of the T·k picks; x row of pick p: p // x_div."""
         n_exp = len(counts)
         slots = n_exp + 1
@@ -131,11 +172,11 @@ class Cases:
         grouped = np.concatenate([np.array(counts, np.uint32), offsets] + picks)
         x_rows = T if x_div == k else n_picks
         x = self.rng.standard_normal(x_rows * cols).astype(np.float32)
+        xs = self.act(x.reshape(x_rows, cols), fmt, act)
         y0 = np.full(n_picks * rows, SENTINEL, np.float32)
         for nm, v in (("_x", x), ("_y0", y0), ("_grouped", grouped), ("_slot_map", slot_map), ("_mask", mask)):
             self.arr(name + nm, v)
         ref = y0.astype(np.float64).reshape(n_picks, rows)
-        xs = x.astype(np.float64).reshape(x_rows, cols)
         for e in range(n_exp):
             if e in absent or e in masked:
                 continue
@@ -143,29 +184,37 @@ class Cases:
                 ref[p] = P[slot_of[e]].astype(np.float64) @ xs[p // x_div]
         self.ref[name] = ref.ravel()
         self.spec.append(dict(name=name, kernel="experts", fmt=fmt, rows=rows, cols=cols, n=T, T=T, k=k,
-                              n_exp=n_exp, slots=slots, map_base=map_base, x_stride=cols, x_div=x_div))
+                              n_exp=n_exp, slots=slots, map_base=map_base, x_stride=cols, x_div=x_div, act=act))
 
 
 @pytest.fixture(scope="module")
 def tile_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("gemm_tile")
     c = Cases(d, np.random.default_rng(11))
-    for fmt in ("q8", "f32"):
+    for tag, fmt, act in MODES:
+        kw = {"act": act}
         for rows in (1, 127, 129, 300):
             for n in (1, 63, 65):
-                c.gemm(f"g_{fmt}_r{rows}_t{n}_k64", fmt, rows, 64, n)
+                c.gemm(f"g_{tag}_r{rows}_t{n}_k64", fmt, rows, 64, n, **kw)
         for rows, n in ((129, 65), (300, 1), (127, 63)):
-            c.gemm(f"g_{fmt}_r{rows}_t{n}_k32", fmt, rows, 32, n)
+            c.gemm(f"g_{tag}_r{rows}_t{n}_k32", fmt, rows, 32, n, **kw)
         for rows, n in ((129, 65), (300, 1), (1, 63)):
-            c.gemm(f"g_{fmt}_r{rows}_t{n}_k2048", fmt, rows, 2048, n)
+            c.gemm(f"g_{tag}_r{rows}_t{n}_k2048", fmt, rows, 2048, n, **kw)
         # a short last chunk (rows beyond n unused), bands, offsets inside wider rows, accumulation
-        c.gemm(f"g_{fmt}_short", fmt, 300, 96, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7, y_extra=3)
-        c.gemm(f"g_{fmt}_acc", fmt, 129, 64, 20, T=32, x_base=64, y_base=11, accumulate=True)
-        c.gemm(f"g_{fmt}_t16", fmt, 200, 64, 9, T=16)
+        c.gemm(f"g_{tag}_short", fmt, 300, 96, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7, y_extra=3,
+               **kw)
+        c.gemm(f"g_{tag}_acc", fmt, 129, 64, 20, T=32, x_base=64, y_base=11, accumulate=True, **kw)
+        c.gemm(f"g_{tag}_t16", fmt, 200, 64, 9, T=16, **kw)
+        # row views: an odd first row (Q8_0 scales mid-word), a view past a full tile, the last part of a stack
+        c.gemm(f"g_{tag}_view_mid", fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, **kw)
+        c.gemm(f"g_{tag}_view_tail", fmt, 40, 64, 17, T=32, row_base=130, **kw)
         # routed experts: average picks per expert pick the 16-, 32- and 64-token tile; counts around each
-        c.experts(f"e_{fmt}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2)
-        c.experts(f"e_{fmt}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0])
-        c.experts(f"e_{fmt}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2])
+        c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
+        c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
+        c.experts(f"e_{tag}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2], **kw)
+        if act == "q8" and fmt == "q8":  # quantisation edge values, raw and already quantised by quantize_rows
+            c.gemm(f"g_{tag}_mixed", fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="mixed", **kw)
+            c.gemm(f"g_{tag}_prequant", fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="prequant", **kw)
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d), "tile_tokens": TILE_TOKENS}, mounts=[d], timeout=600)
     return c, d, info
@@ -173,12 +222,13 @@ def tile_run(tmp_path_factory):
 
 def _cases(prefix):
     names = []
-    for fmt in ("q8", "f32"):
-        names += [f"g_{fmt}_r{r}_t{n}_k64" for r in (1, 127, 129, 300) for n in (1, 63, 65)]
-        names += [f"g_{fmt}_r{r}_t{n}_k32" for r, n in ((129, 65), (300, 1), (127, 63))]
-        names += [f"g_{fmt}_r{r}_t{n}_k2048" for r, n in ((129, 65), (300, 1), (1, 63))]
-        names += [f"g_{fmt}_short", f"g_{fmt}_acc", f"g_{fmt}_t16"]
-        names += [f"e_{fmt}_t16", f"e_{fmt}_t32", f"e_{fmt}_t64"]
+    for tag, fmt, act in MODES:
+        names += [f"g_{tag}_mixed", f"g_{tag}_prequant"] if (fmt, act) == ("q8", "q8") else []
+        names += [f"g_{tag}_r{r}_t{n}_k64" for r in (1, 127, 129, 300) for n in (1, 63, 65)]
+        names += [f"g_{tag}_r{r}_t{n}_k32" for r, n in ((129, 65), (300, 1), (127, 63))]
+        names += [f"g_{tag}_r{r}_t{n}_k2048" for r, n in ((129, 65), (300, 1), (1, 63))]
+        names += [f"g_{tag}_short", f"g_{tag}_acc", f"g_{tag}_t16", f"g_{tag}_view_mid", f"g_{tag}_view_tail"]
+        names += [f"e_{tag}_t16", f"e_{tag}_t32", f"e_{tag}_t64"]
     return [n for n in names if n.startswith(prefix)]
 
 
@@ -207,3 +257,7 @@ def test_expert_gemm_tile_edges(tile_run, name):
 
 def test_token_tile_follows_the_chunk(tile_run):
     assert tile_run[2]["tiles"] == [16, 16, 32, 32, 64, 64, 64, 64]
+
+
+def test_row_view_refused_where_rows_cannot_be_offset(tile_run):
+    assert "embed_rows cannot read a row view" in tile_run[2]["refused"]

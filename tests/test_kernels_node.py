@@ -57,7 +57,20 @@ async def main(args):
             if k == "matvec":
                 w = matrix(a["w"], a["fmt"], a["rows"], a["cols"], a.get("band_rows"))
                 y = buf(a["y"]) if a.get("accumulate") else out(a["y"], a["y_len"] * 4)
-                kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False))
+                norm = (buf(a["nw"]), a["eps"]) if a.get("nw") else None
+                xn = out(a["xn"], a["cols"] * 4) if a.get("xn") else None
+                if a.get("two_step"):  # the unfused reference: rmsnorm into xn, then the plain product of xn
+                    kern.rmsnorm(dl, buf(a["x"]), norm[0], xn, a["cols"], norm[1], x_base=a["x_base"])
+                    kern.matvec(dl, w, xn, y, 0, a["y_base"], a.get("accumulate", False))
+                elif a.get("expect_error"):
+                    try:
+                        kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], norm=norm, xn_out=xn)
+                        results[a["name"]] = "no error"
+                    except ValueError as e:
+                        results[a["name"]] = str(e)
+                else:
+                    kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False),
+                                norm=norm, xn_out=xn)
             elif k == "moe_matvec":
                 pool = matrix(a["w"], a["fmt"], a["slots"] * a["rows"], a["cols"])
                 y = out(a["y"], a["k"] * a["rows"] * 4)
@@ -97,7 +110,7 @@ async def main(args):
             data = await rb.read(b, 0, int(b.size))
             (d / f"out_{a['name']}_{name}.bin").write_bytes(data)
         check_errors(gpu, a["name"])
-    return {"adapter": gpu.info, "subgroups": gpu.has_subgroups}
+    return {"adapter": gpu.info, "subgroups": gpu.has_subgroups, "results": results}
 '''
 
 
@@ -443,6 +456,97 @@ def test_argmax_ties_to_lower_index(kernel_run):
     assert int(c.out("argmax_tail", "amx_tail", np.uint32)[0]) == 8192
 
 
+# --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
+# Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product.
+NORM_CASES = {  # name: (fmt, rows, cols, band_rows, x_base, y_base, eps, extra case fields)
+    "nmv32": ("q8", 40, 32, None, 32, 5, 0.5, {"xn": True}),  # a large eps: a dropped eps shows
+    "nmv256_bands": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "lane_cap": 4}),
+    "nmv256_no_xn": ("q8", 100, 256, 64, 64, 10, 1e-6, {}),
+    "nmv2048_acc": ("q8", 70, 2048, None, 2048, 0, 1e-6, {"xn": True, "accumulate": True}),
+    "nmv256_rows4": ("q8", 100, 256, 62, 64, 10, 1e-6, {"xn": True, "multi_row_groups": 0}),
+    "nmv256_f32act": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "q8_act": False}),  # rmsnorm fallback
+    "nmv128_f32w": ("f32", 37, 128, None, 32, 3, 1e-6, {"xn": True}),  # F32 weights: f32 activations, fallback
+}
+
+
+def rmsnorm_f32(x, w, eps):
+    """rmsnorm.wgsl's values in f32 (the sum in f64: its order is the GPU's own)."""
+    inv = np.float32(1.0) / np.sqrt(np.float32((x.astype(np.float64) ** 2).sum() / x.size) + np.float32(eps))
+    return (x * inv).astype(np.float32) * w
+
+
+@pytest.fixture(scope="module")
+def norm_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("norm_matvec")
+    rng = np.random.default_rng(11)
+    c = Case(d)
+    ref = {}
+    x = (rng.standard_normal(2 * 2048 + 64) * 2).astype(np.float32)
+    c.arr("nx", x)
+    for name, (fmt, rows, cols, band_rows, x_base, y_base, eps, extra) in NORM_CASES.items():
+        if fmt == "q8":
+            W = c.q8("w_" + name, rows, cols, rng)
+        else:
+            W = rng.standard_normal((rows, cols)).astype(np.float32)
+            c.arr("w_" + name, W)
+        nw = (rng.standard_normal(cols) * 0.5 + 1).astype(np.float32)
+        c.arr("nw_" + name, nw)
+        y_len = y_base + rows
+        y0 = rng.standard_normal(y_len).astype(np.float32)
+        xn = rmsnorm_f32(x[x_base:x_base + cols], nw, eps)
+        q8 = fmt == "q8" and extra.get("q8_act", True)
+        y = W.astype(np.float64) @ (fq(xn) if q8 else xn).astype(np.float64)
+        if extra.get("accumulate"):
+            y += y0[y_base:]
+        ref[name] = (y, xn, y0)
+        for twin in ("", "_2"):
+            case = dict(name=name + twin, kernel="matvec", fmt=fmt, w="w_" + name, rows=rows, cols=cols,
+                        band_rows=band_rows, x="nx", y="y_" + name + twin, y_len=y_len, x_base=x_base,
+                        y_base=y_base, nw="nw_" + name, eps=eps, outputs=["y_" + name + twin])
+            case.update({k: v for k, v in extra.items() if k != "xn"})
+            if extra.get("accumulate"):
+                c.arr("y_" + name + twin, y0)
+            if extra.get("xn") or twin:
+                case["xn"] = "xn_" + name + twin
+                case["outputs"].append(case["xn"])
+            case["two_step"] = twin == "_2"
+            c.add(**case)
+    # the fallback cannot fuse: without xn_out it must refuse rather than read an unnormalised x
+    c.add(name="nmv_f32act_no_xn", kernel="matvec", fmt="q8", w="w_nmv256_f32act", rows=100, cols=256,
+          x="nx", y="y_err", y_len=100, x_base=0, y_base=0, nw="nw_nmv256_f32act", eps=1e-6, q8_act=False,
+          expect_error=True, outputs=[])
+    (d / "spec.json").write_text(json.dumps(c.spec))
+    info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
+    return c, ref, info
+
+
+@pytest.mark.parametrize("name", list(NORM_CASES))
+def test_matvec_fused_rmsnorm(norm_run, name):
+    c, ref, _ = norm_run
+    fmt, rows, cols, _, _, y_base, _, extra = NORM_CASES[name]
+    y_ref, xn_ref, y0 = ref[name]
+    y = c.out(name, "y_" + name)
+    y2 = c.out(name + "_2", "y_" + name + "_2")
+    # against the unfused pair on the GPU and numpy: equal but for activation codes at a rounding tie (each worth
+    # d_w * d_x, ~1e-4 here), far below what a wrong norm (scale, eps, weight) would change
+    close(y[y_base:y_base + rows], y2[y_base:y_base + rows], rtol=1e-4, atol=2e-3)
+    close(y[y_base:y_base + rows], y_ref, rtol=1e-4, atol=2e-3)
+    if extra.get("accumulate"):
+        np.testing.assert_array_equal(y[:y_base], y0[:y_base])
+    else:
+        assert not y[:y_base].any()
+    if extra.get("xn"):
+        xn = c.out(name, "xn_" + name)[:cols]
+        xn2 = c.out(name + "_2", "xn_" + name + "_2")[:cols]  # rmsnorm.wgsl's output
+        np.testing.assert_allclose(xn, xn2, rtol=1e-6, atol=1e-7)
+        close(xn, xn_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_matvec_norm_fallback_needs_xn_out(norm_run):
+    _, _, info = norm_run
+    assert "needs xn_out" in info["results"]["nmv_f32act_no_xn"]
+
+
 # --- the shader loader (CPython, no GPU) --------------------------------------------------------------------------
 def test_shader_loader_includes_and_constants(tmp_path):
     from py_engine.gpu.shader_loader import ShaderError, ShaderLoader
@@ -461,8 +565,9 @@ def test_shader_loader_includes_and_constants(tmp_path):
 
 
 @pytest.mark.parametrize("name,consts", [
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false"}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1}),
     ("attention.wgsl", {"KV": "f16"}),
     ("kv_append.wgsl", {"KV": "f32"}),

@@ -177,3 +177,127 @@ def test_band_went_in_several_pieces_and_scratch_is_freed(loaded):
     for name in ("pieces", "2d_grid", "defaults"):
         res = result[name]
         assert res["scratch_after_load"] and res["scratch_freed"]
+
+
+# Stacking (WeightLoader.stacked and StoreWeightLoader.stacked): a stacked matrix holds its parts' planes side by
+# side, and each row view addresses exactly its part's rows of the shared buffers.
+STACK_MODELS = ["micro-qwen35moe", "micro-qwen35moe-f32"]
+STACKS = {"dn_in": ["blk.0.ssm_beta.weight", "blk.0.ssm_alpha.weight", "blk.0.attn_qkv.weight",
+                    "blk.0.attn_gate.weight"],
+          "attn_in": ["blk.3.attn_q.weight", "blk.3.attn_k.weight", "blk.3.attn_v.weight"]}
+MIXED = ["blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_shexp.weight"]  # F32 then Q8_0 (Q8_0 file): refused
+
+STACK_CODE = r'''
+import asyncio
+from pathlib import Path
+from py_engine.gguf import read_gguf_file
+from py_engine.gpu.device import open_gpu
+from py_engine.gpu.buffers import Readback
+from py_engine.engine.gpu_weights import WeightLoader
+from py_engine.engine.store_weights import StoreWeightLoader, open_store
+from py_engine.engine.weight_source import FileWeightSource
+from py_engine.store.local import DirectorySink
+
+async def main(args):
+    gpu = await open_gpu()
+    rb = Readback(gpu)
+    out = {}
+    for m in args["models"]:
+        header = read_gguf_file(m["gguf"])
+        source = FileWeightSource(m["gguf"])
+        sink = DirectorySink(Path(m["store"]))
+        manifest, store_header = await open_store(sink)
+        for tag, loader in (("gguf", WeightLoader(gpu, header, source)),
+                            ("store", StoreWeightLoader(gpu, manifest, store_header, sink))):
+            stacks = {}
+            for key, parts in args["stacks"].items():
+                shapes = [(n, tuple(header.tensor(n).shape)) for n in parts]
+                stacks[key] = loader.stacked(key, shapes)
+            nbytes = getattr(loader, "bytes_planned", loader.bytes_uploaded)  # the store's fill comes later
+            try:
+                loader.stacked("mixed", [(n, tuple(header.tensor(n).shape)) for n in args["mixed"]])
+                refused = ""
+            except ValueError as e:
+                refused = str(e)
+            if tag == "store":
+                await loader.fill()
+            await asyncio.sleep(0)
+            got = {"refused": refused, "bytes": nbytes}
+            for key, (stack, views) in stacks.items():
+                (r0, rows, bufs), = stack.bands
+                planes = {k: (await rb.read(b, 0, int(b.size))).hex() for k, b in bufs.items()}
+                got[key] = {"fmt": stack.fmt, "rows": rows, "cols": stack.cols, "planes": planes,
+                            "views": {n: {"row_base": v.row_base, "rows": v.rows, "cols": v.cols,
+                                          "bands": [(b[0], b[1]) for b in v.bands],
+                                          "shared": all(v.bands[0][2][k] is bufs[k] for k in bufs)}
+                                      for n, v in views.items()}}
+            out[m["stem"] + "." + tag] = got
+            loader.release()
+        source.close()
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def stacked_loads(fixture_models, tmp_path_factory):
+    import asyncio
+
+    from py_engine.store import ingest
+    from py_engine.store.local import DirectoryStorage, FileSource
+
+    root = tmp_path_factory.mktemp("stack_stores")
+    storage = DirectoryStorage(root)
+    models = []
+    for stem in STACK_MODELS:
+        src = FileSource(fixture_models / f"{stem}.gguf")
+        try:
+            asyncio.run(ingest(src, storage.sink(stem)))
+        finally:
+            src.close()
+        models.append({"stem": stem, "gguf": str(fixture_models / f"{stem}.gguf"), "store": str(root / stem)})
+    result = run_in_node(STACK_CODE, {"models": models, "stacks": STACKS, "mixed": MIXED},
+                         mounts=[fixture_models, root], timeout=300)
+    return result
+
+
+def _file_planes(path, name):
+    """(fmt, rows, cols, [plane bytes]) of a GGUF matrix as the kernels bind it, from the file."""
+    from py_engine.gguf import read_gguf_file
+
+    t = read_gguf_file(path).tensor(name)
+    with open(path, "rb") as f:
+        f.seek(t.abs_offset)
+        blob = f.read(t.nbytes)
+    cols, rows = t.dims[0], t.dims[1]
+    if t.type == Q8_0:
+        return "q8", rows, cols, list(_numpy_split(blob))
+    return "f32", rows, cols, [blob]
+
+
+@pytest.mark.parametrize("loader", ["gguf", "store"])
+@pytest.mark.parametrize("stem", STACK_MODELS)
+def test_stacked_views_hold_their_parts(stacked_loads, fixture_models, stem, loader):
+    got = stacked_loads[f"{stem}.{loader}"]
+    path = fixture_models / f"{stem}.gguf"
+    total = 0
+    for key, parts in STACKS.items():
+        g = got[key]
+        planes = [bytes.fromhex(g["planes"][k]) for k in sorted(g["planes"])]
+        row = 0
+        for name in parts:
+            fmt, rows, cols, want = _file_planes(path, name)
+            v = g["views"][name]
+            assert (g["fmt"], g["cols"]) == (fmt, cols)
+            assert (v["row_base"], v["rows"], v["cols"], v["bands"]) == (row, rows, cols, [[0, rows]]), name
+            assert v["shared"], f"{name}: the view does not bind the stacked buffers"
+            per_row = [len(p) // rows for p in want]  # codes and scales (Q8_0) or values (F32) per row
+            for plane, want_plane, n in zip(planes, want, per_row):
+                assert plane[row * n:(row + rows) * n] == want_plane, f"{stem} {loader} {name}: planes differ"
+            total += sum(len(p) for p in want)
+            row += rows
+        assert g["rows"] == row
+    assert got["bytes"] == total  # the stacks' buffers only: views add none
+    if stem.endswith("f32"):
+        assert got["refused"] == ""  # every part F32: the "mixed" pair stacks too
+    else:
+        assert got["refused"].startswith("mixed: blk.0.ffn_gate_shexp.weight is Q8_0")

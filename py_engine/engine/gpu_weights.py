@@ -8,6 +8,9 @@ rows: the pool the routed-expert kernel indexes by slot.
 Speed: the raw Q8_0 blocks are copied once, from the Python bytes straight into a scratch GPU buffer, and split
 there by a kernel (py_engine.gpu.q8_split); F32 tensors are copied once into their buffer. Splitting in Python and
 converting to a JS array first cost ~5x more (7.5 s for a 1.3 GB model on lavapipe).
+
+Stacking (`stacked`): matrices that multiply the same input go into one matrix of their summed rows, so the decode
+step does one matvec for all of them; each part stays usable alone as a row view (GpuMatrix.row_view).
 """
 import asyncio
 
@@ -18,6 +21,44 @@ from ..gpu.kernels import GpuMatrix
 from ..gpu.q8_split import DEFAULT_SCRATCH, Q8Splitter
 
 Q8_BLOCK = 34
+GPU_FMT = {GGMLType.Q8_0: "q8", GGMLType.F32: "f32"}
+
+
+def stack_layout(header, name: str, parts, max_band_bytes: int):
+    """(fmt, cols, [(part name, tensor, first row, rows)]) of the stacked matrix `name` of `parts` ([(GGUF name,
+    expected shape)], rows in that order). ValueError when they cannot share one binding: a type other than Q8_0 /
+    F32, types or widths that differ, more bytes than one binding, or a Q8_0 part starting at an odd block (the
+    planes are written two blocks' scales a word)."""
+    fmt = cols = None
+    spans, row = [], 0
+    for part, shape in parts:
+        t = header.tensor(part)
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{part}: shape {t.shape}, expected {shape}")
+        if len(t.dims) != 2 or t.type not in GPU_FMT:
+            raise ValueError(f"{name}: {part} ({t.type.name}, {len(t.dims)}-D) cannot be stacked")
+        if fmt is not None and (GPU_FMT[t.type], t.dims[0]) != (fmt, cols):
+            first = spans[0][1]
+            raise ValueError(f"{name}: {part} is {t.type.name} x {t.dims[0]} columns, the parts before it "
+                             f"{first.type.name} x {cols}")
+        fmt, cols = GPU_FMT[t.type], t.dims[0]
+        if fmt == "q8" and row * cols // 32 % 2:
+            raise ValueError(f"{name}: {part} would start at an odd Q8_0 block ({row} rows of {cols // 32})")
+        spans.append((part, t, row, t.dims[1]))
+        row += t.dims[1]
+    if not spans:
+        raise ValueError(f"{name}: nothing to stack")
+    nbytes = row * cols * (1 if fmt == "q8" else 4)
+    if nbytes > max_band_bytes:
+        raise ValueError(f"{name}: {nbytes} B does not fit one binding ({max_band_bytes} B)")
+    return fmt, cols, spans
+
+
+def stacked_matrix(name, fmt, cols, spans, bufs):
+    """The stacked GpuMatrix (one band) over `bufs` and {part name: its row view}."""
+    rows = sum(n for _, _, _, n in spans)
+    m = GpuMatrix(name, fmt, rows, cols, [(0, rows, bufs)])
+    return m, {part: m.row_view(part, r0, n) for part, _, r0, n in spans}
 
 
 class WeightLoader:
@@ -110,6 +151,28 @@ class WeightLoader:
                 bufs = {3: self._upload(self.source.read(offset, n * row_bytes), label)}
             bands.append((r0, n, bufs))
         return GpuMatrix(name, fmt, rows, cols, bands)
+
+    def stacked(self, name: str, parts):
+        """The matrices `parts` ([(GGUF name, expected shape)], same type and width) as one GpuMatrix `name` of
+        their rows in order, in one band, and {GGUF name: row view}; ValueError when they cannot be stacked
+        (stack_layout says why: load them separately then)."""
+        fmt, cols, spans = stack_layout(self.header, name, parts, self.max_band_bytes)
+        rows = sum(n for _, _, _, n in spans)
+        if fmt == "q8":
+            nb = cols // 32
+            codes = self._buffer(rows * cols, name + ".codes")
+            scales = self._buffer(rows * nb * 2, name + ".scales")
+            for part, t, r0, n in spans:
+                self.splitter.split(lambda b0, k, at=t.abs_offset: self.source.read(at + b0 * Q8_BLOCK, k * Q8_BLOCK),
+                                    n * nb, codes, scales, part, dst_block=r0 * nb)
+            self._schedule_finish()
+            bufs = {3: codes, 4: scales}
+        else:
+            buf = self._buffer(rows * cols * 4, name)
+            for part, t, r0, n in spans:
+                write_bytes(self.gpu, buf, r0 * cols * 4, self.source.read(t.abs_offset, t.nbytes))
+            bufs = {3: buf}
+        return stacked_matrix(name, fmt, cols, spans, bufs)
 
     def release(self):
         self.splitter.release()

@@ -17,6 +17,7 @@ from ..gguf import GGMLType
 from ..gguf.reader import parse_header
 from ..gpu.buffers import storage_buffer, write_bytes
 from ..gpu.kernels import GpuMatrix
+from .gpu_weights import stack_layout, stacked_matrix
 from ..store.layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, MANIFEST_FILE, RECORD_PLANES
 
 READ_CHUNK = 8 << 20  # dense planes are read and uploaded in pieces of this size (bounded Python memory)
@@ -67,7 +68,7 @@ class StoreWeightLoader:
             self.planes.setdefault(p["tensor"], {})[p["kind"]] = p
         self.experts = lay["experts"]
         self.buffers = []
-        self._fills = []  # (buffer, file, offset, nbytes)
+        self._fills = []  # (buffer, file, offset, nbytes, offset in the buffer)
         self.bytes_uploaded = 0
         self.bytes_planned = 0
 
@@ -75,9 +76,13 @@ class StoreWeightLoader:
         return name in self.header.tensors_by_name
 
     def _buffer(self, nbytes, label, src_offset):
+        return self._filled_buffer(nbytes, label, [(src_offset, nbytes, 0)])
+
+    def _filled_buffer(self, nbytes, label, pieces):
+        """A buffer of nbytes filled by `fill` from dense.bin's (source offset, bytes, offset in the buffer)."""
         buf = storage_buffer(self.gpu, nbytes, label)
         self.buffers.append(buf)
-        self._fills.append((buf, DENSE_FILE, src_offset, nbytes))
+        self._fills += [(buf, DENSE_FILE, src, n, dst) for src, n, dst in pieces]
         self.bytes_planned += nbytes
         return buf
 
@@ -130,6 +135,22 @@ class StoreWeightLoader:
             bands.append((r0, n, bufs))
         return GpuMatrix(name, fmt, rows, cols, bands)
 
+    def stacked(self, name: str, parts):
+        """As WeightLoader.stacked: one GpuMatrix of the parts' rows (their planes copied side by side) and
+        {GGUF name: row view}; ValueError when they cannot be stacked."""
+        fmt, cols, spans = stack_layout(self.header, name, parts, self.max_band_bytes)
+        rows = sum(n for _, _, _, n in spans)
+        nb = cols // 32
+        if fmt == "q8":  # stack_layout keeps each part's planes 4-byte aligned (even block starts)
+            codes = [(self._plane(part, "codes")["offset"], n * cols, r0 * cols) for part, _, r0, n in spans]
+            scales = [(self._plane(part, "scales")["offset"], 2 * n * nb, 2 * r0 * nb) for part, _, r0, n in spans]
+            bufs = {3: self._filled_buffer(rows * cols, name + ".codes", codes),
+                    4: self._filled_buffer(2 * rows * nb, name + ".scales", scales)}
+        else:
+            raw = [(self._plane(part, "raw")["offset"], 4 * n * cols, 4 * r0 * cols) for part, _, r0, n in spans]
+            bufs = {3: self._filled_buffer(4 * rows * cols, name, raw)}
+        return stacked_matrix(name, fmt, cols, spans, bufs)
+
     def _pool_part(self, name, layer, part, fmt, t):
         ex = self.experts
         if ex is None or layer not in ex["layers"]:
@@ -146,14 +167,14 @@ class StoreWeightLoader:
     async def fill(self, chunk=READ_CHUNK):
         """Read every planned plane from the store and upload it (in chunks of at most `chunk` bytes)."""
         chunk -= chunk % 4
-        for buf, file, offset, nbytes in self._fills:
+        for buf, file, offset, nbytes, dst in self._fills:
             for start in range(0, nbytes, chunk):
                 n = min(chunk, nbytes - start)
                 data = await self.sink.read(file, offset + start, n)
                 if len(data) != n:
                     raise OSError(f"{file}: short read at {offset + start} ({len(data)} of {n} B); the store is "
                                   f"damaged, verify or ingest it again")
-                write_bytes(self.gpu, buf, start, data)  # no to_js copy: a view onto the read bytes
+                write_bytes(self.gpu, buf, dst + start, data)  # no to_js copy: a view onto the read bytes
                 self.bytes_uploaded += n
         self._fills.clear()
 

@@ -5,9 +5,9 @@ pipelines and parameter buffers). Every dispatch is sized for the recorded chunk
 serves every chunk, the last short one included.
 """
 from .commands import split_groups
-from .kernels import GpuMatrix
+from .kernels import GpuMatrix, xfmt
 
-GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile.wgsl
+GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile_{f32,q8}.wgsl
 GEMM_TOKEN_TILES = (16, 32, 64)  # its token tiles (16 · TILE_TN tokens, TILE_TN = 1, 2, 4 per lane)
 ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
 
@@ -34,14 +34,16 @@ class ChunkKernels:
 
     def gemm(self, dl, w: GpuMatrix, x, y, x_stride, y_stride, x_base=0, y_base=0, accumulate=False, label=""):
         """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
-        row band)."""
+        row band). W may be a row view of a stacked matrix (its row_base goes to the shader). In Q8_0-activation
+        mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
+        rounding, so raw rows and rows quantize_rows already rounded give the same product)."""
         nb = w.cols // 32
         tt = gemm_token_tile(self.T)
         for row0, n, bufs in w.bands:
-            params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate), 0,
-                                       label=label)
+            params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate),
+                                       w.row_base, label=label)
             groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + tt - 1) // tt)
-            self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt, "TILE_TN": tt // 16},
+            self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt), "TILE_TN": tt // 16},
                       {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
         self.flops += 2 * w.rows * w.cols * self.T
 
@@ -65,6 +67,8 @@ class ChunkKernels:
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
         pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
         average (T·k / n_exp); the kernel loops over tiles for an expert with more."""
+        if isinstance(pool, GpuMatrix):
+            pool.require_whole("expert_gemm")
         nb = pool.cols // 32
         tt = gemm_token_tile(-(-self.T * k // n_exp))
         blk_v = 2 if pool.fmt == "q8" else 8
@@ -83,12 +87,14 @@ class ChunkKernels:
         for b, spb, cstride, sstride, coff, soff, bufs in targets:
             params = self.kern._params("16I", rows, nb, 0, x_stride, x_div, map_base, n_exp, b, spb, cstride, sstride,
                                        coff, soff, 0, 0, 0, label=label)
-            self._rec(dl, "expert_gemm.wgsl", {"WFMT": pool.fmt, "TILE_TN": tt // 16},
+            consts = {"WFMT": pool.fmt, "XFMT": xfmt(self.kern, pool.fmt), "TILE_TN": tt // 16}
+            self._rec(dl, "expert_gemm.wgsl", consts,
                       {0: params, 1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
                       f"{label or pool.name}@{b}")
         self.flops += 2 * rows * pool.cols * k * self.T
 
     def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd"):
+        table.require_whole("embed_rows")
         for row0, n, bufs in table.bands:
             params = self.kern._params("4I", table.cols, row0, n, 0)
             self._rec(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.chunk, 2: y, **bufs, 5: ids},

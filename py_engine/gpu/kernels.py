@@ -18,13 +18,31 @@ class GpuMatrix:
 
     fmt "q8": each band holds {3: codes, 4: scales} (Q8_0 planes); fmt "f32": {3: values}. A pool of experts is a
     matrix of n_slots * rows_per_slot rows in one band.
+
+    A row view (`row_view`) is one part of a stacked single-band matrix: it shares the stacked buffers and its row 0
+    is row `row_base` of them. Only launchers that add row_base to their weight index may take a view whose
+    row_base is not 0 (ChunkKernels.gemm); the others call `require_whole`.
     """
 
-    def __init__(self, name: str, fmt: str, rows: int, cols: int, bands: list):
+    def __init__(self, name: str, fmt: str, rows: int, cols: int, bands: list, row_base: int = 0):
         if cols % 32:
             raise ValueError(f"{name}: {cols} columns is not a multiple of 32")
         self.name, self.fmt, self.rows, self.cols = name, fmt, rows, cols
         self.bands = bands  # [(first row, rows, {binding: buffer})]
+        self.row_base = row_base  # rows of the weight buffers before this matrix's row 0 (a row view)
+
+    def row_view(self, name: str, row0: int, rows: int) -> "GpuMatrix":
+        """Rows row0 .. row0 + rows of this single-band matrix as a matrix of its own, sharing the buffers."""
+        if len(self.bands) != 1 or not 0 <= row0 <= row0 + rows <= self.rows:
+            raise ValueError(f"{self.name}: no row view [{row0}:{row0 + rows}] of {self.rows} rows in "
+                             f"{len(self.bands)} bands")
+        return GpuMatrix(name, self.fmt, rows, self.cols, [(0, rows, self.bands[0][2])], self.row_base + row0)
+
+    def require_whole(self, what: str) -> None:
+        """Refuse a row view that does not start at row 0 of its buffers where `what` cannot offset the rows."""
+        if self.row_base:
+            raise ValueError(f"{self.name}: {what} cannot read a row view (it starts at row {self.row_base} of "
+                             f"its buffers)")
 
 
 def lanes_for(nb: int, cap: int = 16) -> int:
@@ -99,19 +117,38 @@ class Kernels:
         gx, gy = groups if isinstance(groups, tuple) else split_groups(groups)
         dl.dispatch(pipe, bg, gx, gy, 1, label)
 
-    def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label=""):
-        """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band)."""
+    def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
+               xn_out=None):
+        """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
+
+        norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
+        rmsnorm() then matvec() would (the same values). With Q8_0-activation staging the norm is fused into every
+        band's dispatch (shaders/x_norm_rms.wgsl); otherwise it falls back to an rmsnorm dispatch into xn_out, so
+        xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's dispatch;
+        must not be x)."""
         check_q8_cols(w)
+        if norm is not None and xfmt(self, w.fmt) != "q8":
+            if xn_out is None:
+                raise ValueError(f"{w.name}: a norm before an f32-activation product needs xn_out (no fused path)")
+            self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base,
+                         label=(label or w.name) + "_norm")
+            x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
         lanes = lanes_for(nb, self.lane_cap)
-        for row0, n, bufs in w.bands:
+        for band, (row0, n, bufs) in enumerate(w.bands):
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
             consts = {"WFMT": w.fmt, "XFMT": xfmt(self, w.fmt), "LANES": lanes, "ROWS": rows,
-                      "ACCUMULATE": "true" if accumulate else "false"}
-            params = self._params("4I", n, nb, x_base, y_base + row0, label=label)
+                      "ACCUMULATE": "true" if accumulate else "false", "NORM": "none" if norm is None else "rms"}
+            write_xn = norm is not None and xn_out is not None and band == 0
+            params = self._params("4IfI", n, nb, x_base, y_base + row0, norm[1] if norm else 0.0, int(write_xn),
+                                  label=label)
+            bindings = {0: params, 1: x, 2: y, **bufs}
+            if norm is not None:
+                bindings[5] = norm[0]
+                bindings[6] = xn_out if write_xn else self.placeholder()  # declared; written only when asked
             per_group = 64 // lanes * rows
             groups = (n + per_group - 1) // per_group
-            self._record(dl, "matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs}, groups, label or w.name)
+            self._record(dl, "matvec.wgsl", consts, bindings, groups, label or w.name)
 
     def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route_ids, slot_map, map_base,
                    x_base=0, x_stride=0, label=""):

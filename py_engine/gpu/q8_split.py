@@ -51,9 +51,12 @@ class Q8Splitter:
             self._params = create_buffer(self.gpu, 16, UNIFORM | COPY_DST, "q8_split.params")
         return self._scratch
 
-    def split(self, read, n_blocks: int, codes, scales, label: str = "") -> None:
-        """Split n_blocks Q8_0 blocks into codes (32 B per block, from byte 0) and scales (2 B per block, from
-        byte 0). `read(block0, n)` returns the raw bytes of blocks block0 .. block0 + n (n * 34 bytes)."""
+    def split(self, read, n_blocks: int, codes, scales, label: str = "", dst_block: int = 0) -> None:
+        """Split n_blocks Q8_0 blocks into codes (32 B per block) and scales (2 B per block), from block
+        `dst_block` of the planes (even: scales are written a word, two blocks, at a time). `read(block0, n)`
+        returns the raw bytes of blocks block0 .. block0 + n (n * 34 bytes)."""
+        if dst_block % 2:
+            raise ValueError(f"{label}: Q8_0 planes can only be written from an even block, not {dst_block}")
         if n_blocks <= 0:
             return
         largest = min(n_blocks + (n_blocks & 1), self.piece_blocks)
@@ -69,7 +72,7 @@ class Q8Splitter:
             groups = ((n + 1) // 2 + PAIRS_PER_GROUP - 1) // PAIRS_PER_GROUP
             gx, gy = split_groups(groups, self.max_groups)
             self.gpu.queue.writeBuffer(self._params, 0, js.Uint32Array.new(
-                js.Array.of(n, b0 * CODE_WORDS, b0 // 2, gx)))
+                js.Array.of(n, (dst_block + b0) * CODE_WORDS, (dst_block + b0) // 2, gx)))
             enc = self.gpu.device.createCommandEncoder()
             pas = enc.beginComputePass()
             pas.setPipeline(pipe)

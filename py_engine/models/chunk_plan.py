@@ -6,29 +6,22 @@ buffer holding m values per token starts at t·m.
 dispatch = where the CPU reads the routed ids back, index after its expert products), so the list can run whole
 (every expert resident) or layer by layer with the union of the chunk's experts paged in between.
 
-A GEMM over Q8_0 weights reads its input fake-quantised to Q8_0 (`_gemm_input`: once per distinct input, into the
-"xq" scratch; the experts' SiLU·up rows into "act_q"), as the decode's int8 products and llama.cpp quantise it;
-F32 weights read the f32 rows. The experts' input stays in "xq" from the router to the shared expert, so a streamed
-run may replay the expert products (one paging group at a time) without quantising again.
+In Q8_0-activation mode a GEMM over Q8_0 weights quantises its f32 input rows per 32-block while staging them
+(shaders/gemm_tile_q8.wgsl), as the decode's int8 products and llama.cpp quantise them; F32 weights read the f32
+rows. So every GEMM reads the f32 rows and no quantised copy is kept (`_gemm_input`).
 """
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
 
-DENSE_INPUTS = ("xn", "attn", "delta_normed", "shexp_act")  # the rows the dense GEMMs read: "xq" holds any one
-
 
 def q8_scratch_sizes(work_buffers) -> list:
-    """(name, values per token) of the quantised-input scratch: the widest dense GEMM input, the experts' act."""
-    n = dict(work_buffers)
-    return [("xq", max(n[name] for name in DENSE_INPUTS if name in n)), ("act_q", n["act"])]
+    """(name, values per token) of quantised-input scratch: none, the int8 GEMM tile quantises while staging."""
+    return []
 
 
 def _gemm_input(ck, dl, b, name, cols, weights, label, scratch="xq", row_mult=1):
-    """The input for GEMMs over `weights` from b[name] (cols values per row): a function weight -> buffer, the
-    quantised copy (recorded here, once, when any of the weights is Q8_0) for a Q8_0 weight, b[name] otherwise."""
-    if not ck.kern.q8_act or not any(w.fmt == "q8" for w in weights):  # f32-activation mode, or no Q8_0 weight
-        return lambda w: b[name]
-    ck.quantize_rows(dl, b[name], b[scratch], cols, row_mult=row_mult, label=label)
-    return lambda w: b[scratch] if w.fmt == "q8" else b[name]
+    """The input for GEMMs over `weights` from b[name]: a function weight -> buffer. Always b[name]: a Q8_0
+    weight's GEMM quantises the rows itself in Q8_0-activation mode (ChunkKernels.gemm / expert_gemm)."""
+    return lambda w: b[name]
 
 
 def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):

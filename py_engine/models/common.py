@@ -57,20 +57,61 @@ class KVCache:
             b.destroy()
 
 
+def load_projections(loader, key: str, name: str, parts) -> dict:
+    """Matrices that multiply one input and whose outputs lie side by side in one activation buffer, in the order
+    of `parts` ([(weight key, GGUF name, shape)]). Consecutive parts of one type are stacked into one matrix (one
+    decode matvec for them all; loader.stacked) where they fit one binding, else loaded alone. Returns the weights
+    by key (row views of the stack where stacked, for the prefill's GEMMs) and under `key` the decode's products:
+    [(matrix, first value of its output in the buffer, label)]."""
+    runs = []  # consecutive parts of one tensor type
+    for part in parts:
+        typ = loader.header.tensor(part[1]).type
+        if runs and runs[-1][0] == typ:
+            runs[-1][1].append(part)
+        else:
+            runs.append((typ, [part]))
+    w, products, base = {}, [], 0
+    for _, run in runs:
+        stacked = None
+        if len(run) > 1:
+            try:
+                stacked, views = loader.stacked(f"{name}.{run[0][0]}", [(n, shape) for _, n, shape in run])
+            except ValueError:
+                pass  # too large for one binding, or Q8_0 planes that cannot be joined: one product each
+        if stacked is not None:
+            w.update((k, views[n]) for k, n, _ in run)
+            products.append((stacked, base, "+".join(k for k, _, _ in run)))
+        for k, n, shape in run:
+            if stacked is None:
+                w[k] = loader.matrix(n, shape)
+                products.append((w[k], base, k))
+            base += shape[0]
+    w[key] = products
+    return w
+
+
+def record_products(kern, dl, products, x, y, layer: int):
+    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label)."""
+    for m, base, label in products:
+        kern.matvec(dl, m, x, y, y_base=base, label=f"{label}-{layer}")
+
+
 def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v)) of attn_norm(h) (llama.cpp build_attn, one
-    token, cache appended first). `w` holds attn_norm, attn_q/k/v/output, attn_q_norm, attn_k_norm."""
+    token, cache appended first). `w` holds attn_norm, attn_output, attn_q_norm, attn_k_norm and "attn_in", the
+    q | k | v products (load_projections) into acts["attn_in"]."""
     hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
+    qkv = acts["attn_in"]  # q | k | v: the attention reads q from 0
+    k_base = nh * hd
     kern.rmsnorm(dl, acts["h"], w["attn_norm"], acts["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{layer}")
-    kern.matvec(dl, w["attn_q"], acts["xn"], acts["q"], label=f"Qcur-{layer}")
-    kern.matvec(dl, w["attn_k"], acts["xn"], acts["kv"], label=f"Kcur-{layer}")
-    kern.matvec(dl, w["attn_v"], acts["xn"], acts["kv"], y_base=nkv * hd, label=f"Vcur-{layer}")
-    kern.qk_norm_rope(dl, acts["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
+    record_products(kern, dl, w["attn_in"], acts["xn"], qkv, layer)
+    kern.qk_norm_rope(dl, qkv, w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
                       label=f"Qcur_rope-{layer}")
-    kern.qk_norm_rope(dl, acts["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
+    kern.qk_norm_rope(dl, qkv, w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, x_base=k_base,
                       label=f"Kcur_rope-{layer}")
-    kern.kv_append(dl, acts["kv"], cache.k[layer], cache.v[layer], nkv * hd, 0, nkv * hd, label=f"kv_store-{layer}")
-    kern.attention(dl, acts["q"], cache.k[layer], cache.v[layer], acts["attn"], nh, nkv, hd, hd ** -0.5,
+    kern.kv_append(dl, qkv, cache.k[layer], cache.v[layer], nkv * hd, k_base, k_base + nkv * hd,
+                   label=f"kv_store-{layer}")
+    kern.attention(dl, qkv, cache.k[layer], cache.v[layer], acts["attn"], nh, nkv, hd, hd ** -0.5,
                    label=f"kqv_out-{layer}")
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..gpu.fused_kernels import ffn_gate_up, moe_shexp_combine
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_conv, gdn_gated_norm, gdn_recurrent
-from .common import arch_value, record_routed_moe
+from .common import arch_value, load_projections, record_products, record_routed_moe
 
 
 def rope_pairs_all_rotate(sections, n_rot: int) -> bool:
@@ -133,10 +133,14 @@ class Qwen35Moe:
     def work_buffers(self):
         """(name, f32 values) of the activations one token needs, and each recurrent layer's state (conv window of
         the last kernel - 1 inputs, delta-rule state n_v × d_k × d_v), kept across tokens. The decode step fuses
-        gate/up away; the chunked prefill sizes its buffers from this list and still uses them."""
+        gate/up away and writes each mixer's input projections into one buffer (attn_in: qg | k | v; dn_in:
+        beta | alpha | qkv | z), where the prefill's GEMMs write qg, kv, ssm_gates, qkv and z; the chunked
+        prefill sizes its buffers from this list."""
         c = self.cfg
         hd, e, k = c.head_dim, c.n_embd, c.n_expert_used
         bufs = [("h", e), ("xn", e), ("qg", 2 * c.n_head * hd), ("q", c.n_head * hd),
+                ("attn_in", 2 * (c.n_head + c.n_head_kv) * hd),
+                ("dn_in", 2 * c.ssm_dt_rank + c.conv_channels + c.ssm_d_inner),
                 ("kv", 2 * c.n_head_kv * hd), ("attn", c.n_head * hd),
                 ("qkv", c.conv_channels), ("qkv_conv", c.conv_channels), ("z", c.ssm_d_inner),
                 ("ssm_gates", 2 * c.ssm_dt_rank), ("delta_out", c.ssm_d_inner), ("delta_normed", c.ssm_d_inner),
@@ -178,10 +182,12 @@ class Qwen35Moe:
     def _load_attention(self, loader, p):
         c = self.cfg
         hd, e = c.head_dim, c.n_embd
+        w = load_projections(loader, "attn_in", p + "attn_in", [
+            ("attn_q", p + "attn_q.weight", (2 * c.n_head * hd, e)),  # [query | gate] per head
+            ("attn_k", p + "attn_k.weight", (c.n_head_kv * hd, e)),
+            ("attn_v", p + "attn_v.weight", (c.n_head_kv * hd, e))])
         return {
-            "attn_q": loader.matrix(p + "attn_q.weight", (2 * c.n_head * hd, e)),  # [query | gate] per head
-            "attn_k": loader.matrix(p + "attn_k.weight", (c.n_head_kv * hd, e)),
-            "attn_v": loader.matrix(p + "attn_v.weight", (c.n_head_kv * hd, e)),
+            **w,
             "attn_output": loader.matrix(p + "attn_output.weight", (e, c.n_head * hd)),
             "attn_q_norm": loader.vector(p + "attn_q_norm.weight", hd),
             "attn_k_norm": loader.vector(p + "attn_k_norm.weight", hd),
@@ -190,11 +196,14 @@ class Qwen35Moe:
     def _load_delta_net(self, loader, p):
         c = self.cfg
         e, nv = c.n_embd, c.ssm_dt_rank
+        # beta | alpha first: gdn_recurrent reads its gates from 0 of the decode's buffer
+        w = load_projections(loader, "dn_in", p + "dn_in", [
+            ("ssm_beta", p + "ssm_beta.weight", (nv, e)),
+            ("ssm_alpha", p + "ssm_alpha.weight", (nv, e)),
+            ("attn_qkv", p + "attn_qkv.weight", (c.conv_channels, e)),
+            ("attn_gate", p + "attn_gate.weight", (c.ssm_d_inner, e))])  # z
         return {
-            "attn_qkv": loader.matrix(p + "attn_qkv.weight", (c.conv_channels, e)),
-            "attn_gate": loader.matrix(p + "attn_gate.weight", (c.ssm_d_inner, e)),  # z
-            "ssm_beta": loader.matrix(p + "ssm_beta.weight", (nv, e)),
-            "ssm_alpha": loader.matrix(p + "ssm_alpha.weight", (nv, e)),
+            **w,
             "ssm_conv1d": loader.vector(p + "ssm_conv1d.weight", c.conv_channels * c.ssm_conv_kernel),
             "ssm_dt": loader.vector(p + "ssm_dt.bias", nv),
             "ssm_a": loader.vector(p + "ssm_a", nv),
@@ -222,18 +231,19 @@ class Qwen35Moe:
         """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)), x = acts["xn"]."""
         c = self.cfg
         hd, nh, nkv, kv = c.head_dim, c.n_head, c.n_head_kv, self.kv_index[i]
-        kern.matvec(dl, w["attn_q"], acts["xn"], acts["qg"], label=f"Qcur_full-{i}")
-        attn_q_split(kern, dl, acts["qg"], acts["q"], nh, hd, label=f"Qcur-{i}")
-        kern.matvec(dl, w["attn_k"], acts["xn"], acts["kv"], label=f"Kcur-{i}")
-        kern.matvec(dl, w["attn_v"], acts["xn"], acts["kv"], y_base=nkv * hd, label=f"Vcur-{i}")
+        qkv = acts["attn_in"]  # qg | k | v: the query split and the output gate read qg from 0
+        k_base = 2 * nh * hd
+        record_products(kern, dl, w["attn_in"], acts["xn"], qkv, i)
+        attn_q_split(kern, dl, qkv, acts["q"], nh, hd, label=f"Qcur-{i}")
         kern.qk_norm_rope(dl, acts["q"], w["attn_q_norm"], nh, hd, c.n_rot, c.rms_eps, c.rope_base,
                           label=f"Qcur_rope-{i}")
-        kern.qk_norm_rope(dl, acts["kv"], w["attn_k_norm"], nkv, hd, c.n_rot, c.rms_eps, c.rope_base,
+        kern.qk_norm_rope(dl, qkv, w["attn_k_norm"], nkv, hd, c.n_rot, c.rms_eps, c.rope_base, x_base=k_base,
                           label=f"Kcur_rope-{i}")
-        kern.kv_append(dl, acts["kv"], cache.k[kv], cache.v[kv], nkv * hd, 0, nkv * hd, label=f"kv_store-{i}")
+        kern.kv_append(dl, qkv, cache.k[kv], cache.v[kv], nkv * hd, k_base, k_base + nkv * hd,
+                       label=f"kv_store-{i}")
         kern.attention(dl, acts["q"], cache.k[kv], cache.v[kv], acts["attn"], nh, nkv, hd, hd ** -0.5,
                        label=f"attn_pregate-{i}")
-        attn_output_gate(kern, dl, acts["qg"], acts["attn"], nh, hd, label=f"attn_gated-{i}")
+        attn_output_gate(kern, dl, qkv, acts["attn"], nh, hd, label=f"attn_gated-{i}")
         kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_output-{i}")
 
     def _record_delta_net(self, kern, dl, acts, w, i):
@@ -241,17 +251,15 @@ class Qwen35Moe:
         silu(conv(attn_qkv · x)), z = attn_gate · x; beta and the decay from ssm_beta / ssm_alpha · x."""
         c = self.cfg
         nv = c.ssm_dt_rank
-        kern.matvec(dl, w["attn_qkv"], acts["xn"], acts["qkv"], label=f"linear_attn_qkv_mixed-{i}")
-        kern.matvec(dl, w["attn_gate"], acts["xn"], acts["z"], label=f"z-{i}")
-        kern.matvec(dl, w["ssm_beta"], acts["xn"], acts["ssm_gates"], label=f"beta-{i}")
-        kern.matvec(dl, w["ssm_alpha"], acts["xn"], acts["ssm_gates"], y_base=nv, label=f"alpha-{i}")
-        gdn_conv(kern, dl, acts["qkv"], w["ssm_conv1d"], acts[f"conv_window.{i}"], acts["qkv_conv"],
-                 c.conv_channels, c.ssm_conv_kernel, label=f"conv_output_silu-{i}")
-        gdn_recurrent(kern, dl, acts["qkv_conv"], acts["ssm_gates"], w["ssm_dt"], w["ssm_a"], acts[f"ssm_state.{i}"],
+        dn = acts["dn_in"]  # beta | alpha | qkv | z
+        record_products(kern, dl, w["dn_in"], acts["xn"], dn, i)
+        gdn_conv(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], acts["qkv_conv"], c.conv_channels,
+                 c.ssm_conv_kernel, x_base=2 * nv, label=f"conv_output_silu-{i}")
+        gdn_recurrent(kern, dl, acts["qkv_conv"], dn, w["ssm_dt"], w["ssm_a"], acts[f"ssm_state.{i}"],
                       acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim, c.rms_eps,
                       label=f"attn_output-{i}")
-        gdn_gated_norm(kern, dl, acts["delta_out"], w["ssm_norm"], acts["z"], acts["delta_normed"], nv, c.head_v_dim,
-                       c.rms_eps, label=f"final_output-{i}")
+        gdn_gated_norm(kern, dl, acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"], nv, c.head_v_dim,
+                       c.rms_eps, z_base=2 * nv + c.conv_channels, label=f"final_output-{i}")
         kern.matvec(dl, w["ssm_out"], acts["delta_normed"], acts["h"], accumulate=True, label=f"linear_attn_out-{i}")
 
     def _record_shared_expert(self, kern, dl, acts, w, i):

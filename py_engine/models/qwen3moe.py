@@ -8,7 +8,7 @@ No shared expert; top-k weights are always renormalised.
 """
 from dataclasses import dataclass
 
-from .common import arch_value, record_attention, record_routed_moe
+from .common import arch_value, load_projections, record_attention, record_routed_moe
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,9 @@ class Qwen3Moe:
         """(name, f32 values) of the activations one token needs (gate / up: the chunked prefill's, which sizes
         its buffers from this list; the decode step fuses them away)."""
         c = self.cfg
+        # attn_in: the decode's q | k | v (one stacked product); the prefill's GEMMs write q and kv
         return [("h", c.n_embd), ("xn", c.n_embd), ("q", c.n_head * c.head_dim), ("kv", 2 * c.n_head_kv * c.head_dim),
+                ("attn_in", (c.n_head + 2 * c.n_head_kv) * c.head_dim),
                 ("attn", c.n_head * c.head_dim), ("router", c.n_expert), ("route_ids", c.n_expert_used),
                 ("route_w", c.n_expert_used), ("gate", c.n_expert_used * c.n_ff_exp),
                 ("up", c.n_expert_used * c.n_ff_exp), ("act", c.n_expert_used * c.n_ff_exp),
@@ -79,11 +81,13 @@ class Qwen3Moe:
         self.output = loader.matrix("output.weight", (c.n_vocab, e)) if loader.has("output.weight") else self.token_embd
         for i in range(c.n_layer):
             p = f"blk.{i}."
+            w = load_projections(loader, "attn_in", p + "attn_in", [
+                ("attn_q", p + "attn_q.weight", (c.n_head * hd, e)),
+                ("attn_k", p + "attn_k.weight", (c.n_head_kv * hd, e)),
+                ("attn_v", p + "attn_v.weight", (c.n_head_kv * hd, e))])
             self.layers.append({
+                **w,
                 "attn_norm": loader.vector(p + "attn_norm.weight", e),
-                "attn_q": loader.matrix(p + "attn_q.weight", (c.n_head * hd, e)),
-                "attn_k": loader.matrix(p + "attn_k.weight", (c.n_head_kv * hd, e)),
-                "attn_v": loader.matrix(p + "attn_v.weight", (c.n_head_kv * hd, e)),
                 "attn_output": loader.matrix(p + "attn_output.weight", (e, c.n_head * hd)),
                 "attn_q_norm": loader.vector(p + "attn_q_norm.weight", hd),
                 "attn_k_norm": loader.vector(p + "attn_k_norm.weight", hd),

@@ -1,4 +1,5 @@
-// The shared, register-blocked tile loop of the prefill GEMMs: 128 weight rows × TT activation rows (tokens) per
+// The shared, register-blocked tile loop of the prefill GEMMs over f32 activations (Q8_0 weights × Q8_0
+// activations: gemm_tile_q8.wgsl): 128 weight rows × TT activation rows (tokens) per
 // workgroup of 256 lanes, TT = 16·TN with TN ({{TILE_TN}}) tokens per lane: 1, 2 or 4 (tiles of 16, 32, 64 tokens,
 // chosen per launch so that few tokens do not pay for a wide tile). K advances in steps of 16 columns (half a
 // Q8_0 block): the workgroup stages the dequantised weights (lane: 8 columns of one row) and the activations

@@ -1,0 +1,221 @@
+// Prefill GEMM tiles on the GPU at hand: the f32 tile (Q8_0 weights dequantised to f32, f32 FMAs:
+// shaders/gemm_tile_f32.wgsl) against the int8 tile (activations quantised to Q8_0 while staging, dot4I8Packed:
+// gemm_tile_q8.wgsl), both through the engine's own gemm.wgsl / expert_gemm.wgsl (includes and {{CONSTS}} filled
+// here as py_engine/gpu/shader_loader.py does), on the real model's shapes.
+//   DAWN_NODE=path/dawn.node node tools/h200/gemm_variants.mjs [--tiny]
+// (without DAWN_NODE the `webgpu` package of node_modules). --tiny: small shapes, for a check that it runs (lavapipe).
+// Prints one JSON line per (shape, tokens, tile): µs per dispatch (median of repeats, each the mean of R back-to-back
+// dispatches in one pass; wall clock per submit where the device has no timestamp queries), TFLOP/s (2 · rows · K ·
+// tokens; the int8 tile's multiply-adds counted alike) and the largest error of sampled outputs against a JS
+// reference of the same arithmetic (int8: x quantised as llama.cpp does), relative to the largest |output|.
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const dawn = require(process.env.DAWN_NODE || 'webgpu');
+Object.assign(globalThis, dawn.globals);
+const gpu = dawn.create(['disable-dawn-features=timestamp_quantization']);
+const adapter = await gpu.requestAdapter();
+const hasTs = adapter.features.has('timestamp-query');
+const device = await adapter.requestDevice({
+  requiredFeatures: hasTs ? ['timestamp-query'] : [],
+  requiredLimits: { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+                    maxBufferSize: adapter.limits.maxBufferSize },
+});
+const tiny = process.argv.includes('--tiny');
+const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
+const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
+const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
+
+// --- shaders: #include "x.wgsl" (once each) and {{NAME}} placeholders, as shader_loader.py ---
+const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
+function assemble(name, consts, seen = new Set()) {
+  seen.add(name);
+  const text = readFileSync(join(SHADERS, name), 'utf8').replace(/\{\{([A-Z][A-Z0-9_]*)\}\}/g, (_, k) => {
+    if (!(k in consts)) throw new Error(`${name}: no value given for {{${k}}}`);
+    return String(consts[k]);
+  });
+  return text.replace(/^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$/gm, (_, inc) =>
+    seen.has(inc) ? `// ${inc} already included` : assemble(inc, consts, seen));
+}
+const pipes = new Map();
+function pipeline(name, consts) {
+  const key = name + JSON.stringify(consts);
+  if (!pipes.has(key)) {
+    const module = device.createShaderModule({ code: assemble(name, consts) });
+    pipes.set(key, device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } }));
+  }
+  return pipes.get(key);
+}
+
+// --- data ---
+function rng(seed) { let s = seed >>> 0; return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296); }
+const f16 = (h) => { const e = (h >> 10) & 31, f = h & 1023; return (e ? (1 + f / 1024) * 2 ** (e - 15) : f / 1024 * 2 ** -14) * (h & 0x8000 ? -1 : 1); };
+const toF16 = (v) => {  // nearest f16 of a small positive v (ties to even), as ggml's scale conversion
+  const f = new Float32Array([v]), b = new Uint32Array(f.buffer)[0];
+  if (v < 6.103515625e-05) return Math.round(v * 16777216) / 16777216;
+  const r = ((b + 0xfff + ((b >> 13) & 1)) & 0xffffe000) >>> 0;
+  return new Float32Array(new Uint32Array([r]).buffer)[0];
+};
+const fr = Math.fround;
+// llama.cpp's quantize_row_q8_0 of one 32-block: codes and d
+function quant(x, o) {
+  let amax = 0; for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[o + j]));
+  const inv = amax > 0 ? fr(127 / amax) : 0, q = new Int8Array(32);
+  for (let j = 0; j < 32; j++) { const v = fr(x[o + j] * inv); let r = Math.round(v); if (r - v === 0.5 && r % 2) r -= 1; q[j] = r; }
+  return { q, d: toF16(fr(amax / 127)) };
+}
+function mkbuf(arr, usage = S | CD) {
+  const b = device.createBuffer({ size: Math.max(16, Math.ceil(arr.byteLength / 16) * 16), usage });
+  for (let o = 0; o < arr.byteLength; o += 64 << 20)
+    device.queue.writeBuffer(b, o, arr.buffer, arr.byteOffset + o, Math.min(64 << 20, arr.byteLength - o));
+  return b;
+}
+// Q8_0 weights of `rows` rows: codes repeat a random pattern of at most 16 MiB (timing does not depend on values)
+function weights(rows, K, seed) {
+  const r = rng(seed), nb = K / 32, P = Math.min(rows * K, 16 << 20);
+  const pat = new Int8Array(P); for (let i = 0; i < P; i++) pat[i] = (r() * 256 | 0) - 128;
+  const codes = device.createBuffer({ size: rows * K, usage: S | CD });
+  for (let o = 0; o < rows * K; o += P) device.queue.writeBuffer(codes, o, pat.buffer, 0, Math.min(P, rows * K - o));
+  const sc = new Uint16Array(rows * nb + (rows * nb & 1));
+  for (let i = 0; i < rows * nb; i++) sc[i] = 0x2000 + ((r() * 1024) | 0);
+  return { codes, scales: mkbuf(sc), code: (row, k) => pat[(row * K + k) % P], scale: (row, b) => f16(sc[row * nb + b]) };
+}
+// The reference of output (row, x row): int8 (quantised x, Σ_b d_w d_x Σ q q) or f32 (dequantised W · x)
+function refDot(W, row, x, xo, K, int8) {
+  let s = 0;
+  for (let b = 0; b < K / 32; b++) {
+    let t = 0;
+    if (int8) { const { q, d } = quant(x, xo + 32 * b); for (let j = 0; j < 32; j++) t += W.code(row, 32 * b + j) * q[j]; t *= d; }
+    else for (let j = 0; j < 32; j++) t += W.code(row, 32 * b + j) * x[xo + 32 * b + j];
+    s += t * W.scale(row, b);
+  }
+  return s;
+}
+
+// --- timing ---
+async function time(pipe, bg, gx, gy, R) {
+  const out = [];
+  if (!hasTs) {
+    for (let rep = 0; rep < 3; rep++) {
+      const t0 = performance.now();
+      const e = device.createCommandEncoder(); const p = e.beginComputePass();
+      p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
+      device.queue.submit([e.finish()]); await device.queue.onSubmittedWorkDone();
+      out.push((performance.now() - t0) * 1e3 / R);
+    }
+    return med(out);
+  }
+  const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
+  const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
+  const rb = device.createBuffer({ size: 16, usage: MR | CD });
+  for (let rep = 0; rep < 6; rep++) {
+    const e = device.createCommandEncoder();
+    const p = e.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+    p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
+    e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
+    device.queue.submit([e.finish()]);
+    await rb.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
+    if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
+  }
+  qs.destroy(); res.destroy(); rb.destroy();
+  return med(out);
+}
+async function readback(buf, bytes) {
+  const rb = device.createBuffer({ size: bytes, usage: MR | CD });
+  const e = device.createCommandEncoder(); e.copyBufferToBuffer(buf, 0, rb, 0, bytes); device.queue.submit([e.finish()]);
+  await rb.mapAsync(GPUMapMode.READ); const y = new Float32Array(rb.getMappedRange().slice(0)); rb.unmap(); rb.destroy();
+  return y;
+}
+const tokenTile = (n) => [16, 32, 64].find((tt) => n <= tt) || 64;  // chunk_kernels.gemm_token_tile
+const XFMTS = ['f32', 'q8'];
+
+async function dense(name, rows, K, T) {
+  const W = weights(rows, K, rows ^ K), r = rng(7 + T);
+  const x = new Float32Array(T * K); for (let i = 0; i < x.length; i++) x[i] = r() * 2 - 1;
+  const xb = mkbuf(x), y = device.createBuffer({ size: T * rows * 4, usage: S | CS });
+  const params = mkbuf(new Uint32Array([rows, K / 32, 0, K, 0, rows, 0, 0]), U | CD);
+  const chunk = mkbuf(new Uint32Array([T, 0, 0, 0]), U | CD);
+  const tt = tokenTile(T), gx = Math.ceil(rows / 128), gy = Math.ceil(T / tt);
+  const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T))));
+  for (const xf of XFMTS) {
+    const pipe = pipeline('gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
+    const bufs = [params, chunk, xb, W.codes, W.scales, y];
+    const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+      entries: bufs.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+    const us = await time(pipe, bg, gx, gy, R);
+    const got = await readback(y, T * rows * 4);
+    let err = 0, mag = 1e-30;
+    for (const [row, t] of [[0, 0], [rows - 1, T - 1], [rows >> 1, T >> 1], [1, T - 1], [rows - 2, 0]]) {
+      const want = refDot(W, row, x, t * K, K, xf === 'q8');
+      err = Math.max(err, Math.abs(got[t * rows + row] - want)); mag = Math.max(mag, Math.abs(want));
+    }
+    report({ shape: name, rows, K, tokens: T, tile: `${xf === 'q8' ? 'int8' : 'f32'}x${tt}`, us, flops: 2 * rows * K * T, relErr: err / mag });
+  }
+  [W.codes, W.scales, xb, y, params, chunk].forEach((b) => b.destroy());
+}
+
+// Routed experts: T tokens pick k of nExp experts (distinct, uniform); gate/up read the token's row (x_div = k)
+async function experts(name, rows, K, T, nExp, k, xdiv) {
+  const W = weights(nExp * rows, K, rows ^ K ^ nExp), r = rng(11 + T);
+  const route = [];
+  for (let t = 0; t < T; t++) {
+    const picked = new Set(); while (picked.size < k) picked.add(r() * nExp | 0);
+    route.push(...picked);
+  }
+  const picks = Array.from({ length: nExp }, () => []);
+  route.forEach((e, p) => picks[e].push(p));
+  const counts = picks.map((p) => p.length), offsets = [];
+  counts.reduce((o, c) => (offsets.push(o), o + c), 0);
+  const grouped = new Uint32Array([...counts, ...offsets, ...picks.flat()]);
+  const xRows = xdiv === k ? T : T * k;
+  const x = new Float32Array(xRows * K); for (let i = 0; i < x.length; i++) x[i] = r() * 2 - 1;
+  const xb = mkbuf(x), y = device.createBuffer({ size: T * k * rows * 4, usage: S | CS });
+  const slotMap = mkbuf(new Uint32Array(nExp).map((_, i) => i)), mask = mkbuf(new Uint32Array(nExp).fill(1));
+  const params = mkbuf(new Uint32Array([rows, K / 32, 0, K, xdiv, 0, nExp, 0, 0xFFFFFFFF, rows * K / 16, rows * K / 32,
+                                        0, 0, 0, 0, 0]), U | CD);
+  const gb = mkbuf(grouped);
+  const tt = tokenTile(Math.ceil(T * k / nExp)), gx = Math.ceil(rows / 128);
+  const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T * k))));
+  for (const xf of XFMTS) {
+    const pipe = pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
+    const bufs = { 0: params, 1: xb, 2: y, 3: W.codes, 4: W.scales, 5: slotMap, 6: gb, 7: mask };
+    const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+      entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
+    const us = await time(pipe, bg, gx, nExp, R);
+    const got = await readback(y, T * k * rows * 4);
+    let err = 0, mag = 1e-30;
+    for (const [p, row] of [[0, 0], [T * k - 1, rows - 1], [(T * k) >> 1, rows >> 1], [3 % (T * k), 1]]) {
+      const want = refDot(W, route[p] * rows + row, x, Math.floor(p / xdiv) * K, K, xf === 'q8');
+      err = Math.max(err, Math.abs(got[p * rows + row] - want)); mag = Math.max(mag, Math.abs(want));
+    }
+    report({ shape: name, rows, K, tokens: T, experts: `${k} of ${nExp}`, tile: `${xf === 'q8' ? 'int8' : 'f32'}x${tt}`, us,
+             flops: 2 * rows * K * T * k, relErr: err / mag });
+  }
+  [W.codes, W.scales, xb, y, slotMap, mask, params, gb].forEach((b) => b.destroy());
+}
+
+function report({ us, flops, relErr, ...rest }) {
+  console.log(JSON.stringify({ ...rest, us: +us.toFixed(1), TFLOPs: +(flops / us / 1e6).toPrecision(3),
+                               relErr: +relErr.toExponential(1) }));
+}
+
+const info = adapter.info || {};
+console.log(JSON.stringify({ adapter: `${info.vendor} ${info.architecture} ${info.description}`, timestamps: hasTs }));
+const TOKENS = tiny ? [16, 40] : [64, 512];
+for (const T of TOKENS) {
+  if (tiny) {
+    await dense('dense (300 x 128)', 300, 128, T);
+    await experts('expert gate/up (2 of 8 x 64 x 96)', 64, 96, T, 8, 2, 2);
+    continue;
+  }
+  await dense('attn_qkv (8192 x 2048)', 8192, 2048, T);
+  await dense('attn_gate / q (4096 x 2048)', 4096, 2048, T);
+  await dense('ssm_out / attn_out (2048 x 4096)', 2048, 4096, T);
+  await experts('expert gate/up (8 of 256 x 512 x 2048)', 512, 2048, T, 256, 8, 8);
+  await experts('expert down (8 of 256 x 2048 x 512)', 2048, 512, T, 256, 8, 1);
+}
+process.exit(0);
