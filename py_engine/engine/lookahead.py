@@ -58,19 +58,15 @@ class RouterLookAhead:
         c = self.cfg
         for t in self.targets(layer):
             w = self.layers[t]
-            if self.source == "h":
-                kern.rmsnorm(dl, self.acts["h"], w["ffn_norm"], self.x, c.n_embd, c.rms_eps,
-                             label=f"lookahead_norm-{layer}>{t}")
-                x = self.x
+            label = f"lookahead_logits-{layer}>{t}"
+            if self.source == "h":  # target layer t's norm, fused into its router product (Kernels.matvec)
+                kern.matvec(dl, w["ffn_gate_inp"], self.acts["h"], self.logits, label=label,
+                            norm=(w["ffn_norm"], c.rms_eps), xn_out=self.x)
             else:
-                x = self.acts["xn"]
-            kern.matvec(dl, w["ffn_gate_inp"], x, self.logits, label=f"lookahead_logits-{layer}>{t}")
+                kern.matvec(dl, w["ffn_gate_inp"], self.acts["xn"], self.logits, label=label)
             kern.router_topk(dl, self.logits, (self.ids, self.entry(layer, t), 4 * self.k), self.weights,
                              c.n_expert, self.k, renorm=True, label=f"lookahead_topk-{layer}>{t}")
         self.recorded.append(layer)
-
-    def dispatches_per_layer(self) -> int:
-        return self.depth * (3 if self.source == "h" else 2)
 
     def copies(self, layers, at: int):
         """[(buffer, src offset, dst offset, size)] packing every recorded guess densely from byte `at` of a

@@ -4,6 +4,7 @@
 Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
 """
 from ..gpu.buffers import storage_buffer
+from ..gpu.kernels import xfmt
 from ..gpu.fused_kernels import moe_gate_up
 
 
@@ -90,10 +91,16 @@ def load_projections(loader, key: str, name: str, parts) -> dict:
     return w
 
 
-def record_products(kern, dl, products, x, y, layer: int):
-    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label)."""
-    for m, base, label in products:
-        kern.matvec(dl, m, x, y, y_base=base, label=f"{label}-{layer}")
+def record_products(kern, dl, products, x, y, layer: int, norm=None, xn_out=None):
+    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label). norm=(weight, eps):
+    multiply rmsnorm(x) · weight instead, the norm fused into the first product (Kernels.matvec), which also leaves
+    it in xn_out for the others (first a product that can fuse it: Q8_0 weights with Q8_0 activations)."""
+    fuser = next((i for i, (m, _, _) in enumerate(products) if xfmt(kern, m.fmt) == "q8"), 0)
+    for i, (m, base, label) in sorted(enumerate(products), key=lambda e: e[0] != fuser):
+        if norm is not None and i == fuser:
+            kern.matvec(dl, m, x, y, y_base=base, label=f"{label}-{layer}", norm=norm, xn_out=xn_out)
+        else:
+            kern.matvec(dl, m, x if norm is None else xn_out, y, y_base=base, label=f"{label}-{layer}")
 
 
 def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
@@ -103,8 +110,8 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
     qkv = acts["attn_in"]  # q | k | v: the attention reads q from 0
     k_base = nh * hd
-    kern.rmsnorm(dl, acts["h"], w["attn_norm"], acts["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{layer}")
-    record_products(kern, dl, w["attn_in"], acts["xn"], qkv, layer)
+    record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer, norm=(w["attn_norm"], cfg.rms_eps),
+                    xn_out=acts["xn"])
     kern.qk_norm_rope(dl, qkv, w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
                       label=f"Qcur_rope-{layer}")
     kern.qk_norm_rope(dl, qkv, w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, x_base=k_base,
@@ -123,8 +130,9 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     one dispatch (fused_kernels.moe_gate_up). combine=False leaves the weighted sum of acts["down"] to the caller
     (qwen35moe adds it together with its shared expert)."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
-    kern.rmsnorm(dl, acts["h"], w["ffn_norm"], acts["xn"], n, cfg.rms_eps, label=f"ffn_norm-{layer}")
-    kern.matvec(dl, w["ffn_gate_inp"], acts["xn"], acts["router"], label=f"ffn_moe_logits-{layer}")
+    # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts
+    kern.matvec(dl, w["ffn_gate_inp"], acts["h"], acts["router"], label=f"ffn_moe_logits-{layer}",
+                norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"])
     kern.router_topk(dl, acts["router"], acts["route_ids"], acts["route_w"], cfg.n_expert, k, renorm=True,
                      label=f"ffn_moe_topk-{layer}")
     moe_gate_up(kern, dl, w["ffn_gate_exps"], w["ffn_up_exps"], ffn, k, acts["xn"], acts["act"], acts["route_ids"],

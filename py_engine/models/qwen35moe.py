@@ -216,7 +216,6 @@ class Qwen35Moe:
         c = self.cfg
         kern.embed(dl, self.token_embd, acts["h"], label="inp_embd")
         for i, w in enumerate(self.layers):
-            kern.rmsnorm(dl, acts["h"], w["attn_norm"], acts["xn"], c.n_embd, c.rms_eps, label=f"attn_norm-{i}")
             if c.recurrent[i]:
                 self._record_delta_net(kern, dl, acts, w, i)
             else:
@@ -228,12 +227,14 @@ class Qwen35Moe:
         kern.argmax(dl, acts["logits"], acts["argmax"], c.n_vocab, label="argmax")
 
     def _record_gated_attention(self, kern, dl, acts, w, i, cache):
-        """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)), x = acts["xn"]."""
+        """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)) of attn_norm(h) (fused into
+        the first input product)."""
         c = self.cfg
         hd, nh, nkv, kv = c.head_dim, c.n_head, c.n_head_kv, self.kv_index[i]
         qkv = acts["attn_in"]  # qg | k | v: the query split and the output gate read qg from 0
         k_base = 2 * nh * hd
-        record_products(kern, dl, w["attn_in"], acts["xn"], qkv, i)
+        record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
+                        xn_out=acts["xn"])
         attn_q_split(kern, dl, qkv, acts["q"], nh, hd, label=f"Qcur-{i}")
         kern.qk_norm_rope(dl, acts["q"], w["attn_q_norm"], nh, hd, c.n_rot, c.rms_eps, c.rope_base,
                           label=f"Qcur_rope-{i}")
@@ -252,7 +253,8 @@ class Qwen35Moe:
         c = self.cfg
         nv = c.ssm_dt_rank
         dn = acts["dn_in"]  # beta | alpha | qkv | z
-        record_products(kern, dl, w["dn_in"], acts["xn"], dn, i)
+        record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
+                        xn_out=acts["xn"])
         gdn_conv(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], acts["qkv_conv"], c.conv_channels,
                  c.ssm_conv_kernel, x_base=2 * nv, label=f"conv_output_silu-{i}")
         gdn_recurrent(kern, dl, acts["qkv_conv"], dn, w["ssm_dt"], w["ssm_a"], acts[f"ssm_state.{i}"],
