@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
     ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
-    ap.add_argument("--prefill-chunk", type=int, default=64, metavar="T",
-                    help="prompt tokens per batched prefill chunk (default 64; 1 = token by token)")
+    ap.add_argument("--prefill-chunk", type=int, default=256, metavar="T",
+                    help="prompt tokens per batched prefill chunk (default 256, the engine's; 1 = token by token)")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
     return ap
 

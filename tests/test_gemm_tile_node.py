@@ -24,7 +24,7 @@ from diskformer.reference.layers import fake_quantize_q8_0
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
-from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_token_tile
+from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_dense_tile, gemm_token_tile
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -80,7 +80,10 @@ async def main(args):
         refused = ""
     except ValueError as e:
         refused = str(e)
-    return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]], "refused": refused}
+    dense = [[t, r, c, gemm_dense_tile(t, r, c)] for t in args["tile_tokens"] for r in (32, 256, 2048, 8192, 248320)
+             for c in (False, True)]
+    return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]], "refused": refused,
+            "dense_tiles": dense}
 '''
 
 TILE_TOKENS = [1, 16, 17, 32, 33, 64, 65, 512]
@@ -261,3 +264,24 @@ def test_token_tile_follows_the_chunk(tile_run):
 
 def test_row_view_refused_where_rows_cannot_be_offset(tile_run):
     assert "embed_rows cannot read a row view" in tile_run[2]["refused"]
+
+
+GEMM_ROWS, GEMM_MIN_GROUPS, TILES = 128, 264, (16, 32, 64)  # py_engine.gpu.chunk_kernels (imports js on the host)
+
+
+def test_dense_tile_narrows_until_a_gpu_is_filled(tile_run):
+    """Small dense products (router, beta/alpha, shared expert) take narrower token tiles on a GPU until the dispatch
+    has GEMM_MIN_GROUPS workgroups or the tile is the narrowest; large ones and CPU adapters keep the tile that
+    covers the chunk."""
+    tiles = dict(zip(TILE_TOKENS, tile_run[2]["tiles"]))
+    for tokens, rows, cpu, tt in tile_run[2]["dense_tiles"]:
+        cover = tiles[tokens]
+        if cpu:
+            assert tt == cover
+            continue
+        groups = lambda t: -(-rows // GEMM_ROWS) * -(-tokens // t)  # noqa: E731
+        assert tt <= cover and (tt == cover or groups(TILES[TILES.index(tt) + 1]) < GEMM_MIN_GROUPS)
+        assert tt == TILES[0] or groups(tt) >= GEMM_MIN_GROUPS
+    got = {(t, r): tt for t, r, c, tt in tile_run[2]["dense_tiles"] if not c}
+    assert got[(512, 8192)] == 64 and got[(512, 248320)] == 64
+    assert got[(512, 2048)] == 16 and got[(64, 256)] == 16 and got[(64, 32)] == 16  # 16 row tiles: 64 -> 32 -> 16

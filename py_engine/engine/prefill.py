@@ -21,7 +21,9 @@ from ..gpu.commands import DispatchList, helper
 from ..models.chunk_plan import q8_scratch_sizes, record_chunk
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
-SKIP = ("logits", "argmax")  # the chunk computes no logits
+# the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
+# mixer inputs
+SKIP = ("logits", "argmax", "dn_in", "attn_in")
 
 
 def chunk_buffer_sizes(model, T: int) -> list:

@@ -22,6 +22,25 @@ def gemm_token_tile(tokens: int) -> int:
     return GEMM_TOKEN_TILES[-1]
 
 
+# A dense GEMM launching fewer workgroups than this (2 per SM of a 132-SM GPU) takes narrower token tiles: the
+# router (256 rows), beta/alpha (32) and shared-expert (512) products otherwise run on 1-4 workgroups of 128 rows,
+# each multiplying its rows into all of the chunk's tokens alone.
+GEMM_MIN_GROUPS = 264
+
+
+def gemm_dense_tile(tokens: int, rows: int, cpu_adapter: bool = False) -> int:
+    """The token tile of a dense GEMM of `rows` weight rows over `tokens` chunk rows: gemm_token_tile, narrowed
+    while the dispatch would leave a GPU's cores idle (not on a CPU adapter, where every extra workgroup costs time
+    and reread weights are not cached for free)."""
+    tt = gemm_token_tile(tokens)
+    if cpu_adapter:
+        return tt
+    row_tiles = -(-rows // GEMM_ROWS)
+    while tt > GEMM_TOKEN_TILES[0] and row_tiles * -(-tokens // tt) < GEMM_MIN_GROUPS:
+        tt = GEMM_TOKEN_TILES[GEMM_TOKEN_TILES.index(tt) - 1]
+    return tt
+
+
 class ChunkKernels:
     def __init__(self, kern, chunk_uniform, T: int):
         self.kern = kern
@@ -38,8 +57,9 @@ class ChunkKernels:
         mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
         rounding, so raw rows and rows quantize_rows already rounded give the same product)."""
         nb = w.cols // 32
-        tt = gemm_token_tile(self.T)
+        cpu = bool(getattr(self.kern.gpu, "info", {}).get("isFallbackAdapter"))
         for row0, n, bufs in w.bands:
+            tt = gemm_dense_tile(self.T, n, cpu)
             params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate),
                                        w.row_base, label=label)
             groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + tt - 1) // tt)
