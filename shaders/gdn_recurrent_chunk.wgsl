@@ -1,8 +1,11 @@
 // The gated delta rule over a prefill chunk: gdn_recurrent.wgsl's update for rows t = 0 .. chunk.n - 1 in order,
-// in one dispatch (the recurrence is sequential in t; each invocation owns one value column j of a head's state S,
-// so only the shared q/k of each row need barriers). Row t reads q|k|v at qkv[t·qkv_stride + {q,k,v}_base],
-// beta_raw | alpha_raw at gates[t·gates_stride], and writes o at out[t·out_stride + h·dv + j]. A row at
-// position 0 starts a sequence (the stored S reads as zeros). Workgroups: (ceil(dv / 64), n_v_heads).
+// in one dispatch. The recurrence is sequential in t, so the state S stays in registers for the whole chunk: it is
+// read once before row 0 and written once after the last row (per row only q, k, v and the gates come from
+// memory). Same layout as gdn_recurrent.wgsl: a workgroup of 256 covers 32 value columns j of a head; the 8 lanes
+// of a column split its key rows (i ≡ slice mod 8), so each lane keeps dk / 8 of S. Row t reads q|k|v at
+// qkv[t·qkv_stride + {q,k,v}_base], beta_raw | alpha_raw at gates[t·gates_stride], and writes o at
+// out[t·out_stride + h·dv + j]. A chunk starting at position 0 starts a sequence (the stored S reads as zeros).
+// Workgroups: (ceil(dv / 32), n_v_heads).
 #include "chunk.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,
@@ -18,52 +21,96 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
+const COLS: u32 = 32u;                 // value columns per workgroup
+const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
 const MAX_DK: u32 = 256u;
+const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
 var<workgroup> q_sh: array<f32, MAX_DK>;
 var<workgroup> k_sh: array<f32, MAX_DK>;
 var<workgroup> red_q: array<f32, WG>;
 var<workgroup> red_k: array<f32, WG>;
+var<workgroup> part: array<f32, WG>;
 
 #include "gdn_qk_norm.wgsl"
 
-@compute @workgroup_size(64)
+// Sum of `v` over the SLICES lanes of this lane's column (every lane gets it). Its closing barrier also ends every
+// lane's reads of the row's q_sh / k_sh before the next row's load_qk overwrites them.
+fn column_sum(v: f32, t: u32) -> f32 {
+  part[t] = v;
+  workgroupBarrier();
+  let col = t % COLS;
+  var s = 0.0;
+  for (var k = 0u; k < SLICES; k++) {
+    s += part[k * COLS + col];
+  }
+  workgroupBarrier();
+  return s;
+}
+
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
   let h = wg.y;
   let kh = h % p.n_k_heads;
-  let j = wg.x * WG + t;
+  let j = wg.x * COLS + t % COLS;
+  let slice = t / COLS;
+  let live = j < p.dv;                 // lanes past dv still take part in the barriers
   let sb = h * p.dk * p.dv + j;
-  for (var r = 0u; r < chunk.n; r++) {
-    let xb = r * p.qkv_stride;
+
+  var rows: array<f32, MAX_ROWS>;
+  for (var r = 0u; r < MAX_ROWS; r++) {
+    let i = slice + r * SLICES;
+    var s = 0.0;
+    if (live && i < p.dk && chunk.pos0 != 0u) {
+      s = state[sb + i * p.dv];
+    }
+    rows[r] = s;
+  }
+
+  for (var row = 0u; row < chunk.n; row++) {
+    let xb = row * p.qkv_stride;
     let scales = load_qk(t, xb + p.q_base + kh * p.dk, xb + p.k_base + kh * p.dk);
     let q_scale = scales.x;
     let k_scale = scales.y;
-    if (j < p.dv) {
-      let gb = r * p.gates_stride;
-      let beta = 1.0 / (1.0 + exp(-gates[gb + h]));
-      let decay = exp(softplus(gates[gb + p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
-      let fresh = chunk.pos0 + r == 0u;
-      var s_k = 0.0;
-      if (!fresh) {
-        for (var i = 0u; i < p.dk; i++) {
-          s_k += state[sb + i * p.dv] * k_sh[i];
-        }
+    let gb = row * p.gates_stride;
+    let beta = 1.0 / (1.0 + exp(-gates[gb + h]));
+    let decay = exp(softplus(gates[gb + p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
+
+    // decayed S and this lane's part of Sᵀk (the same order of operations as gdn_recurrent.wgsl)
+    var s_k = 0.0;
+    for (var r = 0u; r < MAX_ROWS; r++) {
+      let i = slice + r * SLICES;
+      if (i < p.dk) {
+        rows[r] *= decay;
+        s_k += rows[r] * k_sh[i];
       }
-      s_k *= decay * k_scale;
-      let d = (qkv[xb + p.v_base + h * p.dv + j] - s_k) * beta;
-      var o = 0.0;
-      for (var i = 0u; i < p.dk; i++) {
-        var s = 0.0;
-        if (!fresh) {
-          s = state[sb + i * p.dv] * decay;
-        }
-        s += k_sh[i] * k_scale * d;
-        state[sb + i * p.dv] = s;
-        o += s * q_sh[i];
-      }
-      out[r * p.out_stride + h * p.dv + j] = o * q_scale;
     }
-    workgroupBarrier();  // every lane is done with this row's q/k before the next row overwrites them
+    s_k = column_sum(s_k, t) * k_scale;
+    var d = 0.0;
+    if (live) {
+      d = (qkv[xb + p.v_base + h * p.dv + j] - s_k) * beta;
+    }
+    var o = 0.0;
+    for (var r = 0u; r < MAX_ROWS; r++) {
+      let i = slice + r * SLICES;
+      if (i < p.dk) {
+        rows[r] += k_sh[i] * k_scale * d;
+        o += rows[r] * q_sh[i];
+      }
+    }
+    o = column_sum(o, t);
+    if (live && slice == 0u) {
+      out[row * p.out_stride + h * p.dv + j] = o * q_scale;
+    }
+  }
+
+  if (live) {
+    for (var r = 0u; r < MAX_ROWS; r++) {
+      let i = slice + r * SLICES;
+      if (i < p.dk) {
+        state[sb + i * p.dv] = rows[r];
+      }
+    }
   }
 }

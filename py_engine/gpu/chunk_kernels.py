@@ -172,4 +172,4 @@ class ChunkKernels:
                                    2 * n_v_heads, n_v_heads * dv, 0, label=label)
         self._rec(dl, "gdn_recurrent_chunk.wgsl", {},
                   {0: params, 1: self.chunk, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out},
-                  ((dv + 63) // 64, n_v_heads), label)
+                  ((dv + 31) // 32, n_v_heads), label)  # 32 value columns per workgroup
