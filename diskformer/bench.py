@@ -201,6 +201,8 @@ def table(raw: dict, d: dict) -> str:
         f"{PEERS['all_gpu']['prefill_tok_s']:>18,.1f}",
         f"{'decode tok/s (' + str(raw['decode']['tokens']) + ' tokens)':34}{d['decode_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['decode_tok_s']:>18,.1f}",
+        *([f"{'  first prompt after load':34}{raw['prefill']['tokens'] / raw['prefill']['first_ms'] * 1e3:>16,.1f}"]
+          if raw["prefill"].get("first_ms") else []),
         f"{'llama.cpp H200, experts on CPU*':34}{'':>16}{'prefill ' + _num(cpu['prefill_tok_s'], 0):>18}",
         f"{'':34}{'':>16}{'decode ' + _num(cpu['decode_tok_s'], 1):>18}",
     ]

@@ -125,6 +125,7 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         assert {"ffn_moe_gate", "ffn_moe_down", "Qcur"} <= {k["kind"] for k in pre["kinds"]}
         assert "prefill chunk of 8 tokens" in printed
     assert raw["prefill"]["chunk"] == 8
+    assert raw["prefill"]["first_ms"] > 0 and "first prompt after load" in printed  # the warm-up prefill, apart
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
 
