@@ -20,21 +20,7 @@ const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 const ACCUMULATE: bool = {{ACCUMULATE}};
 
-// Sum of the lanes' vec4 partials over the LANES lanes of a row group (a workgroup-shared tree: correct for any
-// subgroup width, or none); every lane gets the group's totals.
-var<workgroup> red4: array<vec4<f32>, 64>;
-fn group_sum(acc: vec4<f32>, tid: u32) -> vec4<f32> {
-  let lane = tid % LANES;
-  red4[tid] = acc;
-  workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      red4[tid] += red4[tid + s];
-    }
-    workgroupBarrier();
-  }
-  return red4[tid - lane];
-}
+#include "row_reduce4.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,

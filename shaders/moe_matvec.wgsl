@@ -1,7 +1,9 @@
 // Routed-expert products: for each of the k selected experts (workgroup row wg.y = k index),
 //   y[k * rows + r] = W_slot[r] · x_k,   slot = slot_map[map_base + route_ids[k]]
 // where W_slot is the expert's matrix inside a pool of same-shaped matrices (rows per slot = rows), and x_k is
-// x[x_base + k * x_stride ..] (x_stride = 0: every expert reads the same input, as gate/up do).
+// x[x_base + k * x_stride ..] (x_stride = 0: every expert reads the same input, as gate/up do). ROWS rows per lane
+// group (as matvec.wgsl): each workgroup quantises its x_k once for 64 / LANES · ROWS rows, so the routed down
+// product (K = n_ff, thousands of small workgroups) does not spend its time restaging x.
 struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, map_base: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -13,24 +15,31 @@ struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, map_base: u32 }
 @group(0) @binding(6) var<storage, read> slot_map: array<u32>;
 
 const LANES: u32 = {{LANES}}u;
-#include "row_reduce.wgsl"
+const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
+#include "row_reduce4.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
-  let row = wg.x * (64u / LANES) + lid.x / LANES;
+  let row0 = (wg.x * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   let slot = slot_map[p.map_base + route_ids[k]];
-  var acc = 0.0;
+  var acc = vec4<f32>(0.0);
   stage_x(lid.x, 64u, (p.x_base + k * p.x_stride) / 4u, p.nb);   // Q8_0: x_k quantised as llama.cpp does
-  if (row < p.rows) {
-    let wrow = slot * p.rows + row;
+  if (row0 < p.rows) {
     for (var b = lane; b < p.nb; b += LANES) {
-      acc += block_dot_q(wrow * p.nb + b, b);
+      for (var i = 0u; i < ROWS; i++) {
+        let wrow = slot * p.rows + min(row0 + i, p.rows - 1u);   // rows past the end are never written
+        acc[i] += block_dot_q(wrow * p.nb + b, b);
+      }
     }
   }
-  let total = row_sum(acc, lid.x);
-  if (lane == 0u && row < p.rows) {
-    y[k * p.rows + row] = total;
+  let total = group_sum(acc, lid.x);
+  if (lane == 0u) {
+    for (var i = 0u; i < ROWS; i++) {
+      if (row0 + i < p.rows) {
+        y[k * p.rows + row0 + i] = total[i];
+      }
+    }
   }
 }

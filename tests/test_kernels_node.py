@@ -210,6 +210,11 @@ def kernel_run(tmp_path_factory):
           y="ye2", map_base=4, x_base=0, x_stride=128, outputs=["ye2"])
     ref["moe_shared_x"] = np.concatenate([P[4] @ fq(xe[:128]), P[5] @ fq(xe[:128])])
     ref["moe_own_x"] = np.concatenate([P[4] @ fq(xe[:128]), P[5] @ fq(xe[128:])])
+    # 4 rows per lane group, 62 rows per expert: the last group of each expert is partial
+    P62 = c.q8("pool62", 6 * 62, 128, rng).reshape(6, 62, 128)
+    c.add(name="moe_rows4", kernel="moe_matvec", fmt="q8", w="pool62", slots=6, rows=62, cols=128, k=2, x="xe",
+          y="ye4", map_base=4, x_base=0, x_stride=128, multi_row_groups=0, outputs=["ye4"])
+    ref["moe_rows4"] = np.concatenate([P62[4] @ fq(xe[:128]), P62[5] @ fq(xe[128:])])
 
     # RMSNorm over 2 rows
     xr = rng.standard_normal(2 * 200).astype(np.float32) * 3
@@ -390,6 +395,7 @@ def test_moe_matvec_reads_mapped_slots(kernel_run):
     c, ref, _ = kernel_run
     close(c.out("moe_shared_x", "ye"), ref["moe_shared_x"])
     close(c.out("moe_own_x", "ye2"), ref["moe_own_x"])
+    close(c.out("moe_rows4", "ye4"), ref["moe_rows4"])
 
 
 def test_rmsnorm(kernel_run):
@@ -568,7 +574,8 @@ def test_shader_loader_includes_and_constants(tmp_path):
     ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none"}),
     ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none"}),
     ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms"}),
-    ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1}),
+    ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1}),
+    ("moe_matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4}),
     ("attention.wgsl", {"KV": "f16"}),
     ("kv_append.wgsl", {"KV": "f32"}),
     ("embed.wgsl", {"WFMT": "q8"}),

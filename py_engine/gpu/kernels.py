@@ -158,11 +158,14 @@ class Kernels:
         check_q8_cols(pool)
         nb = pool.cols // 32
         lanes = lanes_for(nb, self.lane_cap)
+        per_row = matvec_rows_per_group(rows * k, lanes, self.matvec_multi_row_groups)
         params = self._params("5I", rows, nb, x_base, x_stride, map_base, label=label)
         bufs = pool.bands[0][2]
-        groups = ((rows + 64 // lanes - 1) // (64 // lanes), k)
-        self._record(dl, "moe_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes},
-                     {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map}, groups, label or pool.name)
+        per_group = 64 // lanes * per_row
+        groups = ((rows + per_group - 1) // per_group, k)
+        consts = {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes, "ROWS": per_row}
+        self._record(dl, "moe_matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map},
+                     groups, label or pool.name)
 
     def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm"):
         params = self._params("IfII", n, eps, x_base, y_base)
