@@ -5,6 +5,8 @@
 // planes or F32 (WFMT / UFMT); XFMT = q8 when either is Q8_0: x is then quantised once per workgroup as llama.cpp
 // does (x_stage_q8.wgsl) for the Q8_0 products (an F32 part reads x as is). The matvec.wgsl lane layout.
 // ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
+// ROWS = 2 gives each lane group two rows (each workgroup quantises x once for twice the rows) where enough
+// workgroups remain.
 // 4 weight planes + x, act, route_ids, slot_map: 8 storage bindings (the limit may be 10).
 struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -19,27 +21,36 @@ struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
 
 const LANES: u32 = {{LANES}}u;
 const ROUTED: bool = {{ROUTED}};
-#include "pair_reduce.wgsl"
+const ROWS: u32 = {{ROWS}}u;   // 1 or 2 rows per lane group: (gate, up) of each in one vec4 accumulator
+#include "row_reduce4.wgsl"
+#include "silu_times.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
-  let row = wg.x * (64u / LANES) + lid.x / LANES;
+  let row0 = (wg.x * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var slot = 0u;
   if (ROUTED) {
     slot = slot_map[p.map_base + route_ids[k]];
   }
-  var acc = vec2<f32>(0.0);
+  var acc = vec4<f32>(0.0);
   stage_x(lid.x, 64u, 0u, p.nb);
-  if (row < p.rows) {
-    let blk0 = (slot * p.rows + row) * p.nb;
+  if (row0 < p.rows) {
     for (var b = lane; b < p.nb; b += LANES) {
-      acc += vec2<f32>(block_dot_q(blk0 + b, b), up_block_dot_q(blk0 + b, b));
+      for (var i = 0u; i < ROWS; i++) {
+        let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b;   // rows past the end: never written
+        acc[2u * i] += block_dot_q(blk, b);
+        acc[2u * i + 1u] += up_block_dot_q(blk, b);
+      }
     }
   }
-  let total = pair_sum(acc, lid.x);
-  if (lane == 0u && row < p.rows) {
-    act[k * p.rows + row] = silu_times(total.x, total.y);
+  let total = group_sum(acc, lid.x);
+  if (lane == 0u) {
+    for (var i = 0u; i < ROWS; i++) {
+      if (row0 + i < p.rows) {
+        act[k * p.rows + row0 + i] = silu_times(total[2u * i], total[2u * i + 1u]);
+      }
+    }
   }
 }

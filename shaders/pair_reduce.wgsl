@@ -15,6 +15,4 @@ fn pair_sum(acc: vec2<f32>, tid: u32) -> vec2<f32> {
   return pair_red[tid - lane];
 }
 
-fn silu_times(g: f32, u: f32) -> f32 {
-  return g / (1.0 + exp(-g)) * u;   // as shaders/silu_mul.wgsl
-}
+#include "silu_times.wgsl"

@@ -32,7 +32,8 @@ async def main(args):
         return GpuMatrix(name, fmt, rows, cols, [(0, rows, bufs)])
 
     for a in spec:
-        kern = Kernels(gpu, pipes, step, lane_cap=a.get("lane_cap", 16))
+        kern = Kernels(gpu, pipes, step, lane_cap=a.get("lane_cap", 16),
+                       matvec_multi_row_groups=a.get("multi_row_groups", 256))
         dl = DispatchList()
         out = storage_buffer(gpu, a["out_len"] * 4, "out") if "out_len" in a else None
         async with GpuErrorScope(gpu, "recording " + a["name"]):
@@ -106,9 +107,10 @@ def operand(x, fmt):
     return (fake_quantize_q8_0(x) if fmt == "q8" else x).astype(np.float64)
 
 
-def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap):
-    """A pool of 7 slots; layer base 3 in the slot map; ids whose slots come out permuted."""
-    name = f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}"
+def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap, two_rows=False):
+    """A pool of 7 slots; layer base 3 in the slot map; ids whose slots come out permuted. two_rows: every lane
+    group takes 2 rows (the launch of large pools), the last one partial where rows is odd."""
+    name = f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}" + ("_2rows" if two_rows else "")
     slots, n_exp, base = 7, 6, 3
     G = c.weights(name + "_g", gfmt, slots * rows, cols).reshape(slots, rows, cols)
     U = c.weights(name + "_u", ufmt, slots * rows, cols).reshape(slots, rows, cols)
@@ -123,7 +125,7 @@ def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap):
     want = np.concatenate([silu(G[perm[e]] @ xg) * (U[perm[e]] @ xu) for e in ids])
     c.add(want, name=name, kernel="moe_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt, ufmt=ufmt,
           slots=slots, rows=rows, cols=cols, k=k, x=name + "_x", ids=name + "_ids", slot_map=name + "_map",
-          map_base=base, out_len=k * rows, lane_cap=lane_cap)
+          map_base=base, out_len=k * rows, lane_cap=lane_cap, **({"multi_row_groups": 0} if two_rows else {}))
 
 
 def dense_case(c, gfmt, ufmt, rows, cols):
@@ -200,6 +202,7 @@ def combine_case(c, n, k):
 
 ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
+ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16)]
 DENSE = [("q8", "q8", 70, 128), ("f32", "f32", 30, 96)]
 COMBINE = [(300, 3), (256, 8), (40, 1)]
 
@@ -210,6 +213,8 @@ def fused_run(tmp_path_factory):
     c = Cases(d, np.random.default_rng(11))
     for case in ROUTED:
         routed_cases(c, *case)
+    for case in ROUTED_TWO_ROWS:
+        routed_cases(c, *case, two_rows=True)
     for case in DENSE:
         dense_case(c, *case)
     for fmt in ("q8", "f32"):
@@ -231,6 +236,12 @@ def check(c, name, n=None):
 def test_moe_gate_up_matches_numpy(fused_run, case):
     gfmt, ufmt, k, rows, cols, lane_cap = case
     check(fused_run, f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}")
+
+
+@pytest.mark.parametrize("case", ROUTED_TWO_ROWS, ids=lambda t: "_".join(map(str, t)))
+def test_moe_gate_up_two_rows_per_group_matches_numpy(fused_run, case):
+    gfmt, ufmt, k, rows, cols, lane_cap = case
+    check(fused_run, f"moe_{gfmt}_{ufmt}_k{k}_r{rows}_c{cols}_l{lane_cap}_2rows")
 
 
 @pytest.mark.parametrize("case", DENSE, ids=lambda t: "_".join(map(str, t)))

@@ -7,7 +7,7 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 - ffn_gate_up: the same for one dense pair (the shared expert);
 - moe_shexp_combine: the routed experts' weighted sum, the gated shared expert and the residual add.
 """
-from .kernels import GpuMatrix, lanes_for, xfmt
+from .kernels import GpuMatrix, lanes_for, matvec_rows_per_group, xfmt
 
 
 def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
@@ -41,9 +41,10 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, ma
         binds[4] = g[4]
     if up.fmt == "q8":
         binds[8] = u[4]
-    per_group = 64 // lanes
+    rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
+    per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": xfmt(kern, gate.fmt, up.fmt), "LANES": lanes,
-              "ROUTED": "true" if routed else "false"}
+              "ROUTED": "true" if routed else "false", "ROWS": rows_per}
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, k), label)
 
 
