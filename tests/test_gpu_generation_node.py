@@ -96,6 +96,7 @@ async def main(args):
 
     _, out["aborted"] = await turn(gen, messages, 32, abort=flag, on_token=tick)
     _, out["after_abort"] = await turn(gen, messages, 32)
+    out["queued_taken"] = backend.queued_taken
     out["gpu_bytes"] = backend.gpu_bytes()
     out["decoder_stats"] = dec.summary()
     dec.release()
@@ -248,6 +249,13 @@ def test_greedy_chat_reproduces_llama_cpp(engine_out):
     assert len(t1["deltas"]) > 1
 
 
+def test_greedy_steps_are_queued_ahead(engine_out):
+    """Greedy decoding queues each next step behind the current one (GpuBackend.decode_step): the outputs above
+    (llama.cpp's greedy ids, the reused second turn, the abort) were produced that way."""
+    _, out = engine_out
+    assert out["queued_taken"] > 32
+
+
 def test_candidates_match_step0_logits(engine_out, refs_dir):
     prompt, out = engine_out
     ref = protocol.load_step0_logits(STEM, 1, refs_dir)
@@ -349,3 +357,79 @@ def test_session_refuses_bad_requests_readably(engine_out):
     assert "expected {role: system|user|assistant, content}" in bad["bad_role"]
     assert "unknown sampling settings: temprature" in bad["bad_sampling"]
     assert "top_p must be > 0.0" in bad["bad_top_p"]
+
+
+# --- a recurrent model: queued greedy steps cannot be undone there -------------------------------------------------
+
+STEM35 = "micro-qwen35moe-f32"
+
+RECURRENT_CODE = r'''
+from py_engine.engine.decoder import Decoder
+from py_engine.engine.gpu_backend import GpuBackend
+from py_engine.generation import AbortFlag, Generator, SamplingParams
+from py_engine.gguf import read_gguf_file
+from py_engine.tokenizer import Tokenizer
+
+GREEDY = SamplingParams.greedy()
+
+
+async def main(args):
+    dec = await Decoder.open(args["model"], n_ctx=256, kv_format="f32")
+    tok = Tokenizer.from_gguf_metadata(read_gguf_file(args["model"]).metadata)
+    backend = GpuBackend(dec)
+    gen = Generator(backend, tok, backend.arch)
+    messages = [{"role": "user", "content": args["question"]}]
+    out = {"truncate": backend.supports_truncate}
+
+    async def turn(msgs, n, abort=None):
+        r = await gen.generate(msgs, thinking=True, max_tokens=n, sampling=GREEDY, abort=abort)
+        return r, {"ids": r.token_ids, "stop": r.stop_reason, "reused": r.stats.reused_tokens,
+                   "consistent": backend.n_cached == len(gen.cached_ids)}
+
+    for chains in (True, False):  # queued greedy steps, then one readback per step before the next is encoded
+        dec.chains = chains
+        gen.reset()
+        tag = "queued" if chains else "plain"
+        r1, out[tag + "_turn1"] = await turn(messages, 24)
+        messages2 = messages + [r1.as_message(), {"role": "user", "content": "And in two words?"}]
+        _, out[tag + "_turn2"] = await turn(messages2, 8)
+        gen.reset()
+        _, out[tag + "_turn2_fresh"] = await turn(messages2, 8)
+        flag = AbortFlag()
+        count = [0]
+
+        def tick(d):
+            count[0] += 1
+            if count[0] == 4:
+                flag.abort()
+        r = await gen.generate(messages, thinking=True, max_tokens=24, sampling=GREEDY, abort=flag, on_delta=tick)
+        out[tag + "_aborted"] = {"ids": r.token_ids, "stop": r.stop_reason,
+                                 "consistent": backend.n_cached == len(gen.cached_ids)}
+        _, out[tag + "_after_abort"] = await turn(messages, 24)
+        out[tag + "_taken"] = backend.queued_taken
+    dec.release()
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def recurrent_out(fixture_models):
+    args = {"model": str(fixture_models / f"{STEM35}.gguf"), "question": QUESTION}
+    return None, run_in_node(RECURRENT_CODE, args, mounts=[fixture_models], timeout=300)
+
+
+def test_recurrent_model_queued_greedy_equals_step_by_step(recurrent_out):
+    _, out = recurrent_out
+    assert out["truncate"] is False
+    for key in ("turn1", "turn2", "turn2_fresh", "aborted", "after_abort"):
+        assert out["queued_" + key]["ids"] == out["plain_" + key]["ids"], key
+        assert out["queued_" + key]["consistent"], key  # the generator's count is the state's
+    assert out["queued_taken"] > 24 and out["plain_taken"] == out["queued_taken"]  # nothing queued when off
+
+
+def test_recurrent_model_reuses_state_across_turns_and_after_abort(recurrent_out):
+    _, out = recurrent_out
+    t2, fresh = out["queued_turn2"], out["queued_turn2_fresh"]
+    assert t2["ids"] == fresh["ids"] and fresh["reused"] == 0
+    assert out["queued_aborted"]["stop"] == "abort" and 1 <= len(out["queued_aborted"]["ids"]) < 24
+    assert out["queued_after_abort"]["ids"] == out["queued_turn1"]["ids"]

@@ -42,6 +42,7 @@ class Decoder:
         self.acts, self.cache, self.slot_map, self.step_buf = acts, cache, slot_map, step_buf
         self.kv_format = kv_format
         self.pos = 0
+        self._in_flight = []  # argmax_stagings indices of launched, uncollected greedy steps, oldest first
         self.dl = None
         self.staging = None
         self.prefill = None  # prefill.Prefill: prompts fed in chunks of prefill.T tokens (None: token by token)
@@ -93,6 +94,7 @@ class Decoder:
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
             dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
+            dec.argmax_stagings = [create_buffer(gpu, 8, MAP_READ | COPY_DST, f"argmax_staging{i}") for i in (0, 1)]
             dec.attach_prefill(prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
@@ -154,6 +156,53 @@ class Decoder:
         greedy decoding reads back 8 bytes instead of the whole logits row (1 MB at a 248k vocabulary)."""
         return struct.unpack("<If", await self._step_read(token, self.acts["argmax"], self.argmax_staging, 8))
 
+    # --- greedy steps queued ahead of their readback ----------------------------------------------------------
+    chains = True  # launch_argmax is available (a decoder whose token needs the CPU between layers says False)
+
+    def launch_argmax(self, token=None):
+        """Queue one greedy step without waiting for it: `token` at the next position, or with token None the
+        argmax of the step queued before it, taken on the GPU (no readback in between). Returns a handle for
+        collect_argmax. At most two steps may be in flight (two staging buffers take their results): collect
+        the older before launching a third. While the GPU runs one step the CPU encodes the next, so a greedy
+        decode paces at the slower of the two instead of their sum."""
+        if token is not None:
+            self._check_tokens([token])
+        elif self.pos == 0:
+            raise ValueError("launch_argmax(None) needs a previous step whose argmax it feeds")
+        if self.pos >= self.cache.n_ctx:
+            raise ContextFull(f"position {self.pos} is past the context ({self.cache.n_ctx} positions)")
+        if len(self._in_flight) >= 2:
+            raise RuntimeError("two greedy steps are in flight: collect_argmax the older one first")
+        t0 = time.perf_counter()
+        ring = 1 if 0 in self._in_flight else 0  # the staging buffer no uncollected step maps
+        argmax = self.acts["argmax"]
+        promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, self.pos,
+                                                                 self.pos + 1, 0],
+                                self.dl.ops, argmax, 0, self.argmax_stagings[ring], 8,
+                                None if token is not None else argmax)
+        self._in_flight.append(ring)
+        self.stats["ffi_calls"] += 2  # .step + call
+        self.pos += 1
+        self.stats["tokens"] += 1
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+        return (promise, ring, self.pos - 1)
+
+    async def collect_argmax(self, handle) -> tuple:
+        """(id, logit) of a launched step (launch_argmax), awaited; steps are collected in launch order."""
+        promise, ring, pos = handle
+        if not self._in_flight or self._in_flight[0] != ring:
+            raise RuntimeError("collect_argmax: steps are collected in the order they were launched")
+        t0 = time.perf_counter()
+        try:
+            data = (await promise).to_bytes()
+        finally:
+            self._in_flight.pop(0)
+        self.stats["syncs"] += 1
+        self.stats["ffi_calls"] += 3  # .to_bytes + call, check_errors' errs.length
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+        check_errors(self.gpu, f"token at position {pos}")
+        return struct.unpack("<If", data)
+
     async def _step_read(self, token: int, out, staging, nbytes: int) -> bytes:
         """One token through the recorded list, then the first nbytes of `out` read back (one sync)."""
         self._check_tokens([token])
@@ -180,6 +229,8 @@ class Decoder:
         self.staging.destroy()
         if getattr(self, "argmax_staging", None) is not None:
             self.argmax_staging.destroy()
+        for b in getattr(self, "argmax_stagings", ()):
+            b.destroy()
 
     def summary(self) -> dict:
         s = dict(self.stats)

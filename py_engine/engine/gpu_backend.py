@@ -6,6 +6,13 @@ GPU's argmax and its logit come back (Decoder.step_argmax, 8 bytes instead of 1 
 Python pass over the row). A prompt is prefilled in one go: every token but the last is
 enqueued without a readback (`Decoder.feed`), the last one is stepped and its logits kept for next_candidates().
 
+Greedy decoding on a decoder that chains (Decoder.launch_argmax): each greedy step queues the next one at once,
+fed on the GPU with its own argmax, before its result is read back; the CPU encodes step k + 1 while the GPU runs
+step k. The generator's next prefill([that argmax]) then finds its step already running. A queued step the caller
+does not take (the generation ended) is settled: settle(token) says whether it fed the caller's token (the state
+then holds it); otherwise an attention-only model rolls its position back and a recurrent one reports the extra
+token in n_cached, so the generator starts over.
+
 truncate() is exact for attention-only models (qwen3moe): the KV rows past the new length are simply overwritten
 when positions are fed again, and attention only reads positions below the current one. A model with recurrent
 layers (qwen35moe's Gated DeltaNet) folds every token into its state, so it cannot roll back: the generator resets
@@ -27,6 +34,9 @@ class GpuBackend:
         self._logits = None  # the row after the last prefilled token (array('f')), None when nothing is pending
         self._best = None  # (id, logit) instead of the row, after a greedy prefill
         self._k = None  # candidates the generator will ask for (expect_candidates), None: unknown
+        self._queued = None  # (token it feeds, handle): a greedy step launched behind the last one
+        self._stale = None  # the handle of a queued step dropped by reset/truncate, read back before the next one
+        self.queued_taken = 0  # queued steps whose token the caller then fed (decode_step or settle)
 
     # --- sizes --------------------------------------------------------------------------------------------------
     @property
@@ -39,22 +49,89 @@ class GpuBackend:
 
     @property
     def n_cached(self) -> int:
-        return self.decoder.pos
+        return self.decoder.pos - (self._queued is not None)  # a queued step's token is not the caller's yet
 
     # --- the protocol -------------------------------------------------------------------------------------------
     async def prefill(self, ids, start_pos: int) -> None:
+        await self._prefill(ids, start_pos, queue=False)
+
+    async def decode_step(self, token: int, start_pos: int) -> None:
+        """prefill([token]) for a token the generator decoded (optional protocol method): a greedy step then also
+        queues the next one (see the module docstring). Prompt parts go through prefill(), which never queues:
+        the next part's first token is not the argmax."""
+        await self._prefill([token], start_pos, queue=True)
+
+    async def _prefill(self, ids, start_pos: int, queue: bool) -> None:
         ids = [int(i) for i in ids]
         if not ids:
             raise ValueError("prefill needs at least one token")
+        await self._collect_stale()
+        self._logits = self._best = None
+        queued, self._queued = self._queued, None
+        if queued is not None:
+            token, handle = queued
+            if self._k == 1 and ids == [token] and start_pos == handle[2]:
+                # the step queued behind the last one fed exactly this token here: queue the next, read this one
+                self.queued_taken += 1
+                self._best = await (self._collect_and_queue(handle) if queue else
+                                    self.decoder.collect_argmax(handle))
+                return
+            await self.decoder.collect_argmax(handle)
+            self._drop(handle)
         if start_pos != self.decoder.pos:
             raise ValueError(f"prefill at position {start_pos}, but the GPU state holds {self.decoder.pos} tokens")
-        self._logits = self._best = None
         self.decoder.feed(ids[:-1])
         greedy = getattr(self.decoder, "step_argmax", None)
-        if self._k == 1 and greedy is not None:
+        if self._k == 1 and queue and getattr(self.decoder, "chains", False):
+            self._best = await self._collect_and_queue(self.decoder.launch_argmax(ids[-1]))
+        elif self._k == 1 and greedy is not None:
             self._best = await greedy(ids[-1])
         else:
             self._logits = await self.decoder.step(ids[-1])
+
+    async def _collect_and_queue(self, handle) -> tuple:
+        """Queue the step fed with `handle`'s argmax (while there is context left), then read `handle` back."""
+        dec = self.decoder
+        after = dec.launch_argmax(None) if dec.pos < dec.cache.n_ctx else None
+        try:
+            best = await dec.collect_argmax(handle)
+        except BaseException:
+            self._stale = after
+            raise
+        if after is not None:
+            self._queued = (int(best[0]), after)
+        return best
+
+    async def settle(self, token=None) -> bool:
+        """The generation ended with `token` picked but not fed (None: nothing picked since the last prefill).
+        Reads back the step queued behind the last one; True when it fed `token` (the state now holds it, the
+        caller counts it as fed)."""
+        queued, self._queued = self._queued, None
+        if queued is None:
+            return False
+        queued_token, handle = queued
+        await self.decoder.collect_argmax(handle)
+        if token is not None and int(token) == queued_token:
+            self.queued_taken += 1
+            return True
+        self._drop(handle)
+        return False
+
+    def _drop(self, handle):
+        """A queued step the caller did not take: an attention-only model forgets its position (its KV row is
+        overwritten later); a recurrent one keeps it (n_cached tells the caller, who starts over)."""
+        if self.supports_truncate:
+            self.decoder.pos = handle[2]
+
+    async def _collect_stale(self):
+        if self._stale is not None:
+            stale, self._stale = self._stale, None
+            await self.decoder.collect_argmax(stale)
+
+    def _forget_queued(self):
+        if self._queued is not None:
+            self._stale = self._queued[1]  # still running: read back (and ignored) before the next step
+            self._queued = None
 
     def expect_candidates(self, k) -> None:
         """The generator's hint: next_candidates(k) follows every prefill until the next hint (None: unknown)."""
@@ -82,12 +159,14 @@ class GpuBackend:
     def truncate(self, n_tokens: int) -> None:
         if not self.supports_truncate:
             raise RuntimeError(f"{self.arch} has recurrent state and cannot be truncated; reset() and prefill")
-        if not 0 <= n_tokens <= self.decoder.pos:
-            raise ValueError(f"truncate to {n_tokens} tokens, but the GPU state holds {self.decoder.pos}")
+        if not 0 <= n_tokens <= self.n_cached:
+            raise ValueError(f"truncate to {n_tokens} tokens, but the GPU state holds {self.n_cached}")
+        self._forget_queued()
         self.decoder.pos = n_tokens
         self._logits = self._best = None
 
     def reset(self) -> None:
+        self._forget_queued()
         self.decoder.reset()
         self._logits = self._best = None
 

@@ -63,6 +63,7 @@ def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None,
 class StoreDecoder(Decoder):
     pool = None
     plan = None
+    chains = False  # a token may stop at a layer whose experts are not resident: no step queued behind it
 
     @classmethod
     async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,

@@ -27,6 +27,15 @@ state) and computes logits. The interface is shaped for a GPU behind an asynchro
     expect_candidates(k) -> None   (optional)
         The generator says which k its next_candidates calls will ask for until the next hint (None: unknown), so a
         backend can read back only that much (the GPU backend reads just the argmax and its logit for k = 1).
+    async decode_step(token, start_pos) -> None   (optional)
+        prefill([token], start_pos) for a token the generator decoded (prompt parts always go through prefill). A
+        greedy backend may queue the next step, fed on the device with its own argmax, before this one is read
+        back; n_cached does not count a queued step.
+    async settle(token) -> bool   (optional)
+        The generation ended with `token` picked but not fed (None: nothing picked since the last step). True when
+        a step queued by decode_step fed exactly that token, so the state holds it and the generator counts it as
+        cached; otherwise the queued step is undone where the state can be truncated, or left counted in n_cached
+        (the generator then starts over).
     truncate(n_tokens) -> None
         Keep only the first n_tokens positions (n_tokens <= n_cached). Only called when supports_truncate.
     reset() -> None

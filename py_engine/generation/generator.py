@@ -162,12 +162,17 @@ class Generator:
         complete = k >= backend.vocab_size
         reason, stop_token, message = None, None, ""
         t_first = t_last = None
+        # optional backend methods: a decoded token fed apart from prompt parts (a GPU backend may queue the next
+        # greedy step behind it), and the end of a generation (the token picked last, not fed)
+        decode_step = getattr(backend, "decode_step", None) or (lambda t, pos: backend.prefill([t], pos))
+        settle = getattr(backend, "settle", None)
+        unfed = None
         while reason is None:
             if aborted():
                 reason = ABORT
                 break
             ids, logits = await backend.next_candidates(k)
-            token = sampler.pick(ids, logits, history, complete)
+            token = unfed = sampler.pick(ids, logits, history, complete)
             t_last = clock()
             if t_first is None:
                 t_first = t_last
@@ -188,9 +193,12 @@ class Generator:
                 message = str(ContextFullError(len(self._cached), backend.n_ctx,
                                                "the answer was cut here; start a new conversation to go on"))
             else:
-                await backend.prefill([token], len(self._cached))
+                await decode_step(token, len(self._cached))
                 self._cached.append(token)
+                unfed = None
                 stats.decode_steps += 1
+        if settle is not None and await settle(unfed):
+            self._cached.append(unfed)  # the backend had already fed it (a greedy step queued ahead)
         if t_first is None:  # aborted before the first token
             stats.prefill_seconds = clock() - t_prefill
         await out.finish()

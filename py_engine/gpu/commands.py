@@ -34,16 +34,19 @@ _HELPER_JS = r"""
   // the rest is encoded. Set per device by Python (set_submit_split).
   splitEvery: 0,
   // Record ops[from..] in pieces, submitting every piece but the last; returns the last piece's encoder.
-  recordSplit(device, ops) {
+  // first(enc), when given, records commands ahead of the ops in the first piece.
+  recordSplit(device, ops, first = null) {
     const n = ops.length, every = this.splitEvery > 0 ? this.splitEvery : n;
     let start = 0;
     while (n - start > every) {
       const enc = device.createCommandEncoder();
+      if (start === 0 && first !== null) first(enc);
       this.record(enc, ops, start, start + every);
       device.queue.submit([enc.finish()]);
       start += every;
     }
     const enc = device.createCommandEncoder();
+    if (start === 0 && first !== null) first(enc);
     this.record(enc, ops, start, n);
     return enc;
   },
@@ -51,10 +54,13 @@ _HELPER_JS = r"""
     device.queue.submit([this.recordSplit(device, ops).finish()]);
   },
   // One token: write the step uniform, replay, copy `nbytes` of `out` into `staging` and map it; resolves to
-  // the bytes (or null without `out`, once the GPU is done).
-  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes) {
+  // the bytes (or null without `out`, once the GPU is done). tokenFrom: a buffer whose first word replaces the
+  // step's token on the GPU before the token's ops run (the previous step's argmax: greedy steps can then be
+  // queued before the previous one is read back).
+  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null) {
     device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
-    const enc = this.recordSplit(device, ops);
+    const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
+    const enc = this.recordSplit(device, ops, first);
     if (out === null) {
       device.queue.submit([enc.finish()]);
       await device.queue.onSubmittedWorkDone();
