@@ -199,7 +199,7 @@ def table(raw: dict, d: dict) -> str:
         f"{'':34}{'this engine':>16}{'llama.cpp H200*':>18}",
         f"{'prefill tok/s (' + str(raw['prefill']['tokens']) + ' tokens, chunk ' + str(raw['prefill'].get('chunk')) + ')':34}{d['prefill_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['prefill_tok_s']:>18,.1f}",
-        f"{'decode tok/s (' + str(raw['decode']['tokens']) + ' tokens)':34}{d['decode_tok_s']:>16,.1f}"
+        f"{'decode tok/s (' + str(raw['decode']['tokens']) + (' tokens, queued)' if raw['decode'].get('queued_ahead') else ' tokens)'):34}{d['decode_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['decode_tok_s']:>18,.1f}",
         *([f"{'  first prompt after load':34}{raw['prefill']['tokens'] / raw['prefill']['first_ms'] * 1e3:>16,.1f}"]
           if raw["prefill"].get("first_ms") else []),
@@ -278,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--prefill-chunk", type=int, default=None,
                     help="prompt tokens per prefill chunk in the resident case (default: the engine's)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profiles")
+    ap.add_argument("--step-by-step", action="store_true",
+                    help="resident decode reads each step back before encoding the next (default: greedy steps "
+                         "queued one ahead, as generation runs them)")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
@@ -304,7 +307,7 @@ def main(argv) -> int:
     mounts = [model.parent]
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
-           "routing": args.routing, "prefill_chunk": args.prefill_chunk}
+           "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step}
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:

@@ -101,6 +101,7 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     raw, d = res["raw"], res["derived"]
     assert raw["model"]["arch"] == "qwen3moe" and raw["model"]["n_layer"] == 8
     assert raw["prefill"]["tokens"] == 16 and raw["decode"]["tokens"] == 8
+    assert raw["decode"]["queued_ahead"] is True  # greedy steps queued one ahead, as generation runs them
     # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
     assert 0 < d["ffi_calls_per_token"]["decode"] < 20

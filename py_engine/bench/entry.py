@@ -3,7 +3,8 @@ as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read band
 
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
-       "prefill_chunk": T | null (the engine's default)}
+       "prefill_chunk": T | null (the engine's default), "queue_ahead": bool (greedy steps queued one ahead, the
+       default; False: each step read back before the next is encoded)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
@@ -137,6 +138,8 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             cold_ms = (time.perf_counter() - t0) * 1e3
             dec.reset()
 
+        if not args.get("queue_ahead", True):
+            dec.chains = False  # step by step: each greedy step read back before the next is encoded
         prefill_ms, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(dec, ids, n_decode, counters)
 
         # after the timed phases: these replays move the cache and the recurrent state
@@ -172,6 +175,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                         "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],
                         "flops_per_token": prefill_cost["flops"]},
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
+                       "queued_ahead": bool(getattr(dec, "chains", False)),
                        "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
                        "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"]},
             "dispatches_per_token": dec.dl.count,

@@ -5,8 +5,9 @@ from ..engine.scoring import argmax
 
 
 async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
-    """Prefill `ids` (the last one stepped, for its logits), then `n_decode` greedy steps, timing each (with
-    Decoder.step_argmax where the engine has it, as greedy generation uses it: only the token id comes back).
+    """Prefill `ids` (the last one stepped, for its logits), then `n_decode` greedy steps, timing each as greedy
+    generation runs them: queued one ahead (Decoder.launch_argmax) where the decoder chains, else
+    Decoder.step_argmax where the engine has it (only the token id comes back), else a logits row per step.
 
     Returns (prefill_ms, step_ms, (before, after_prefill, after_decode)): `snapshot(dec)` taken around each phase,
     so the caller can count what each phase did (syncs, FFI calls, bytes read)."""
@@ -19,6 +20,18 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
 
     step_ms = []
     tok = argmax(logits)
+    if getattr(dec, "chains", False) and n_decode > 0:
+        # greedy generation's path (GpuBackend.decode_step): each step queued behind the previous one, fed with
+        # its argmax on the GPU; a step's time is from the previous step's result to its own
+        t = time.perf_counter()
+        handle = dec.launch_argmax(tok)
+        for i in range(n_decode):
+            after = dec.launch_argmax(None) if i + 1 < n_decode else None
+            await dec.collect_argmax(handle)
+            now = time.perf_counter()
+            step_ms.append((now - t) * 1e3)
+            t, handle = now, after
+        return prefill_ms, step_ms, (s0, s1, snapshot(dec))
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
     # and their Python argmax stays outside the timed step
     greedy = dec.step_argmax if getattr(dec, "routing", "gpu") == "gpu" else None
