@@ -130,8 +130,9 @@ class Kernels:
         if norm is not None and xfmt(self, w.fmt) != "q8":
             if xn_out is None:
                 raise ValueError(f"{w.name}: a norm before an f32-activation product needs xn_out (no fused path)")
-            self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base,
-                         label=(label or w.name) + "_norm")
+            name, dash, layer = (label or w.name).rpartition("-")
+            norm_label = f"{name}_norm-{layer}" if dash and layer.isdigit() else (label or w.name) + "_norm"
+            self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label)
             x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
         lanes = lanes_for(nb, self.lane_cap)

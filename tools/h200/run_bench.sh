@@ -8,4 +8,5 @@ M="$MODELS/real$L-qwen35moe.gguf"
 [ -f "$M.done" ] || { python3 .gpu-carry/make_tiny.py --arch qwen35moe --preset real --layers "$L" --out "$M" >/dev/null && touch "$M.done"; }
 python3 -m diskformer.cli bench-uploads --count 64
 python3 -m diskformer.cli bench --model "$M" --budgets all
+python3 -m diskformer.cli bench --model "$M" --budgets all --no-profile --decode 64 --step-by-step
 python3 -m diskformer.cli bench --model "$M" --budgets 0.25,0.10 --prompt 64 --decode 32 --no-profile --store-dir "$MODELS/stores"
