@@ -59,10 +59,11 @@ async def main(args):
                         binds[4] = pool
                     kern._record(dl, "expert_gate_up.wgsl", {"WFMT": a["fmt"], "XFMT": a["fmt"], "LANES": lanes}, binds,
                                  ((a["rows"] + a["per_group"] - 1) // a["per_group"], a["k"]), a["name"])
-            elif a["kernel"] == "moe_shexp_combine":
+            elif a["kernel"] == "shexp_down_combine":
                 out = buf(a["h"])
-                fused_kernels.moe_shexp_combine(kern, dl, buf(a["route_w"]), buf(a["down"]), buf(a["x"]),
-                                                buf(a["gate_w"]), buf(a["shexp"]), out, a["n"], a["k"])
+                wd = matrix(a["w_down"], a["fmt"], a["n"], a["cols"])
+                fused_kernels.shexp_down_combine(kern, dl, wd, buf(a["act"]), buf(a["route_w"]), buf(a["down"]),
+                                                 buf(a["x"]), buf(a["gate_w"]), out, a["k"])
         dl.submit(gpu)
         data = await rb.read(out, 0, int(out.size))
         (d / f"out_{a['name']}.bin").write_bytes(data)
@@ -183,28 +184,31 @@ def streamed_case(c, fmt):
           route_slots=name + "_slots", out_len=k * rows)
 
 
-def combine_case(c, n, k):
-    name = f"combine_n{n}_k{k}"
+def combine_case(c, fmt, n, k, cols, multi_row_groups):
+    """The shared expert's down product (n rows x cols) fused with the block's sums into h."""
+    name = f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi_row_groups}"
     h = c.rng.standard_normal(n).astype(np.float32)
     route_w = c.rng.random(k).astype(np.float32)
     down = c.rng.standard_normal(k * n).astype(np.float32)
     x = c.rng.standard_normal(n).astype(np.float32)
     gate_w = (c.rng.standard_normal(n) * 0.1).astype(np.float32)
-    shexp = c.rng.standard_normal(n).astype(np.float32)
-    for tag, a in (("h", h), ("rw", route_w), ("down", down), ("x", x), ("gw", gate_w), ("sh", shexp)):
+    wd = c.weights(name + "_wd", fmt, n, cols)
+    act = c.rng.standard_normal(cols).astype(np.float32)
+    for tag, a in (("h", h), ("rw", route_w), ("down", down), ("x", x), ("gw", gate_w), ("act", act)):
         c.arr(f"{name}_{tag}", a)
     d = lambda a: a.astype(np.float64)  # noqa: E731
     gate = 1.0 / (1.0 + np.exp(-(d(gate_w) @ d(x))))
-    want = d(h) + d(route_w) @ d(down).reshape(k, n) + gate * d(shexp)
-    c.add(want, name=name, kernel="moe_shexp_combine", h=name + "_h", route_w=name + "_rw", down=name + "_down",
-          x=name + "_x", gate_w=name + "_gw", shexp=name + "_sh", n=n, k=k)
+    want = d(h) + d(route_w) @ d(down).reshape(k, n) + gate * (wd @ operand(act, fmt))
+    c.add(want, name=name, kernel="shexp_down_combine", fmt=fmt, w_down=name + "_wd", cols=cols, act=name + "_act",
+          h=name + "_h", route_w=name + "_rw", down=name + "_down", x=name + "_x", gate_w=name + "_gw", n=n, k=k,
+          multi_row_groups=multi_row_groups)
 
 
 ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
 ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16)]
 DENSE = [("q8", "q8", 70, 128), ("f32", "f32", 30, 96)]
-COMBINE = [(300, 3), (256, 8), (40, 1)]
+COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0)]
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +260,6 @@ def test_streamed_gate_up_reads_both_pool_buffers(fused_run, fmt):
 
 
 @pytest.mark.parametrize("case", COMBINE, ids=lambda t: "_".join(map(str, t)))
-def test_combine_with_shared_expert(fused_run, case):
-    n, k = case
-    check(fused_run, f"combine_n{n}_k{k}")
+def test_shared_expert_down_fused_with_the_block_sums(fused_run, case):
+    fmt, n, k, cols, multi = case
+    check(fused_run, f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi}")

@@ -5,9 +5,10 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 - moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
   resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
 - ffn_gate_up: the same for one dense pair (the shared expert);
-- moe_shexp_combine: the routed experts' weighted sum, the gated shared expert and the residual add.
+- shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
+  expert and the residual add.
 """
-from .kernels import GpuMatrix, lanes_for, matvec_rows_per_group, xfmt
+from .kernels import GpuMatrix, check_q8_cols, lanes_for, matvec_rows_per_group, xfmt
 
 
 def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
@@ -80,11 +81,23 @@ def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
                      binds, groups, f"{label}@pool{b}")
 
 
-def moe_shexp_combine(kern, dl, route_w, down, x, gate_w, shexp, h, n, k, label="ffn_moe_shexp_out"):
-    """h[i] = h[i] + Σ_k route_w[k]·down[k*n + i] + sigmoid(gate_w·x)·shexp[i] over n values (one token)."""
-    params = kern._params("4I", n, k, 0, 0, label=label)
-    kern._record(dl, "moe_shexp_combine.wgsl", {},
-                 {0: params, 1: route_w, 2: down, 3: x, 4: gate_w, 5: shexp, 6: h}, ((n + 255) // 256, 1), label)
+def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate_w, h, k,
+                       label="ffn_moe_shexp_out"):
+    """h[r] = h[r] + Σ_k route_w[k]·down[k*rows + r] + sigmoid(gate_w·xn)·(W_down[r]·act) for the rows of the
+    shared expert's down matrix (one token): its product and the block's sums in one dispatch
+    (shaders/shexp_down_combine.wgsl)."""
+    if len(w_down.bands) != 1:
+        raise ValueError(f"{w_down.name}: the fused shared-expert down product needs one buffer per binding")
+    w_down.require_whole("shexp_down_combine")
+    check_q8_cols(w_down)
+    nb = w_down.cols // 32
+    lanes = lanes_for(nb, kern.lane_cap)
+    rows_per = matvec_rows_per_group(w_down.rows, lanes, kern.matvec_multi_row_groups)
+    params = kern._params("4I", w_down.rows, nb, k, w_down.rows, label=label)
+    consts = {"WFMT": w_down.fmt, "XFMT": xfmt(kern, w_down.fmt), "LANES": lanes, "ROWS": rows_per}
+    binds = {0: params, 1: act, 2: h, **w_down.bands[0][2], 5: route_w, 6: down, 7: xn, 8: gate_w}
+    per_group = 64 // lanes * rows_per
+    kern._record(dl, "shexp_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
 
 
-__all__ = ["moe_gate_up", "ffn_gate_up", "moe_shexp_combine"]
+__all__ = ["moe_gate_up", "ffn_gate_up", "shexp_down_combine"]

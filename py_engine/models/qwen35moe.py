@@ -12,7 +12,7 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 """
 from dataclasses import dataclass
 
-from ..gpu.fused_kernels import ffn_gate_up, moe_shexp_combine
+from ..gpu.fused_kernels import ffn_gate_up, shexp_down_combine
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_conv, gdn_gated_norm, gdn_recurrent
 from .common import arch_value, load_projections, record_products, record_routed_moe
 
@@ -267,10 +267,10 @@ class Qwen35Moe:
     def _record_shared_expert(self, kern, dl, acts, w, i):
         """h += Σ_k w_k · down_k (the routed experts, left in acts["down"]) + sigmoid(ffn_gate_inp_shexp · xn) ·
         down(silu(gate · xn) ⊙ up · xn), xn = the post-attention norm (still in acts["xn"] after the routed
-        experts): gate/up/SwiGLU one dispatch, down one, the two sums and the residual add one."""
+        experts): gate/up/SwiGLU one dispatch; down, the two sums and the residual add one."""
         c = self.cfg
         ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
                     label=f"ffn_shexp_gate_up-{i}")
-        kern.matvec(dl, w["ffn_down_shexp"], acts["shexp_act"], acts["shexp_out"], label=f"ffn_shexp-{i}")
-        moe_shexp_combine(kern, dl, acts["route_w"], acts["down"], acts["xn"], w["ffn_gate_inp_shexp"],
-                          acts["shexp_out"], acts["h"], c.n_embd, c.n_expert_used, label=f"ffn_moe_shexp_out-{i}")
+        shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], acts["route_w"], acts["down"],
+                           acts["xn"], w["ffn_gate_inp_shexp"], acts["h"], c.n_expert_used,
+                           label=f"ffn_moe_shexp_out-{i}")

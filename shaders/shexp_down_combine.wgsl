@@ -1,0 +1,69 @@
+// The end of a qwen35moe FFN block in one pass: the shared expert's down product, then the block's sums into h:
+//   h[r] = h[r] + Σ_k route_w[k] · down[k * rows + r] + sigmoid(Σ_j gate_w[j] · xn[j]) · (W_down[r] · act)
+// (the order of moe_combine.wgsl then shared_expert_gate.wgsl, as llama.cpp adds them). The product is the matvec.wgsl
+// layout (LANES lanes per group of ROWS rows, act staged per workgroup: Q8_0 weights quantise it as llama.cpp does);
+// every workgroup computes the gate itself (n_gate MACs), so the down product and the combine are one dispatch.
+struct Params { rows: u32, nb: u32, k: u32, n_gate: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: the shared expert's SwiGLU output
+@group(0) @binding(2) var<storage, read_write> h: array<f32>;
+#include "weights_{{WFMT}}.wgsl"
+#include "x_stage_{{XFMT}}.wgsl"
+#include "block_dot_{{WFMT}}.wgsl"
+@group(0) @binding(5) var<storage, read> route_w: array<f32>;
+@group(0) @binding(6) var<storage, read> down: array<f32>;         // the routed experts' outputs, k × rows
+@group(0) @binding(7) var<storage, read> xn: array<f32>;           // the block's normed input
+@group(0) @binding(8) var<storage, read> gate_w: array<f32>;       // ffn_gate_inp_shexp (F32)
+
+const LANES: u32 = {{LANES}}u;
+const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
+#include "row_reduce4.wgsl"
+
+var<workgroup> gate_red: array<f32, 64>;
+
+fn shared_gate(t: u32) -> f32 {
+  var acc = 0.0;
+  for (var j = t; j < p.n_gate; j += 64u) {
+    acc += gate_w[j] * xn[j];
+  }
+  gate_red[t] = acc;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) {
+      gate_red[t] += gate_red[t + s];
+    }
+    workgroupBarrier();
+  }
+  return 1.0 / (1.0 + exp(-gate_red[0]));
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
+  let lane = lid.x % LANES;
+  let gate = shared_gate(lid.x);
+  var acc = vec4<f32>(0.0);
+  stage_x(lid.x, 64u, 0u, p.nb);
+  if (row0 < p.rows) {
+    for (var b = lane; b < p.nb; b += LANES) {
+      for (var i = 0u; i < ROWS; i++) {
+        let r = min(row0 + i, p.rows - 1u);   // rows past the end repeat the last row and are never written
+        acc[i] += block_dot_q(r * p.nb + b, b);
+      }
+    }
+  }
+  let total = group_sum(acc, lid.x);
+  if (lane == 0u) {
+    for (var i = 0u; i < ROWS; i++) {
+      let r = row0 + i;
+      if (r < p.rows) {
+        var routed = 0.0;
+        for (var k = 0u; k < p.k; k++) {
+          routed += route_w[k] * down[k * p.rows + r];
+        }
+        h[r] = h[r] + routed + gate * total[i];
+      }
+    }
+  }
+}
