@@ -60,6 +60,22 @@ def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None,
     return 24 * (n_layers * (GUARD_DISPATCHES_PER_LAYER + 3 * buffers + extra_per_layer) + 16)
 
 
+# The prefill chunk's work buffers take at most this share of a GPU budget: a small budget keeps its bytes for the
+# dense weights and the expert slots (the chunk halves until it fits, down to MIN_FITTED_CHUNK).
+PREFILL_BUDGET_SHARE = 1 / 8
+MIN_FITTED_CHUNK = 16
+
+
+def fit_prefill_chunk(model, chunk: int, budget_bytes) -> int:
+    """The prefill chunk a store engine uses under `budget_bytes` (bytes, None or "min"): `chunk`, halved while its
+    work buffers (prefill.chunk_bytes) would take more than PREFILL_BUDGET_SHARE of the budget."""
+    if not isinstance(budget_bytes, int) or isinstance(budget_bytes, bool):
+        return chunk
+    while chunk > MIN_FITTED_CHUNK and chunk_bytes(model, chunk) > PREFILL_BUDGET_SHARE * budget_bytes:
+        chunk = max(MIN_FITTED_CHUNK, chunk // 2)
+    return chunk
+
+
 class StoreDecoder(Decoder):
     pool = None
     plan = None
@@ -104,6 +120,7 @@ class StoreDecoder(Decoder):
         state = sum(4 * n for name, n in bufs if name.startswith(STATE_BUFFERS))
         acts_bytes = sum(4 * n for _, n in bufs)
         record = ex["record_size"]
+        prefill_chunk = fit_prefill_chunk(model, prefill_chunk, budget_bytes)
         look = prefetch_depth > 0 and prefetch_guess == "lookahead"
         la_extra = (3 if lookahead_source == "h" else 2) * prefetch_depth if look else 0
         la_bytes = RouterLookAhead.gpu_bytes(cfg, prefetch_depth) if look else 0
