@@ -1,5 +1,5 @@
-// RMSNorm fused into the staging of a product's input: xn = x / sqrt(mean(x²) + eps) * norm_w, quantised into
-// the Q8_0 staging (x_stage_q8.wgsl) by every workgroup, so the separate rmsnorm dispatch (and its round trip
+// RMSNorm fused into the staging of a product's input: xn = x / sqrt(mean(x²) + eps) * norm_w, stored by every
+// workgroup into its staging (x_stage_q8.wgsl quantises it; x_stage_f32s.wgsl keeps it f32), so the separate rmsnorm dispatch (and its round trip
 // through memory) goes away. The sum of squares follows rmsnorm.wgsl's order exactly (256 strided partial sums,
 // then the same tree) so the fused and unfused paths give the same bits. write_xn: this workgroup also stores xn
 // (a later kernel, such as the shared expert or a residual path, reads it). Needs wg_size = 64.
@@ -37,7 +37,7 @@ fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bo
         xn_out[b * 8u + i] = v[i];
       }
     }
-    xq_store_block(b, v);
+    x_store_block(b, v);
   }
   workgroupBarrier();
 }

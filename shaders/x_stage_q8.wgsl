@@ -19,14 +19,14 @@ fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {
     for (var i = 0u; i < 8u; i++) {
       v[i] = x[xv0 + b * 8u + i];
     }
-    xq_store_block(b, v);
+    x_store_block(b, v);
   }
   workgroupBarrier();
 }
 
 // Quantise the 32 values v of block b into the staging arrays (callers other than stage_x, such as the fused
 // RMSNorm of x_norm_rms.wgsl, stage values they computed themselves, then barrier).
-fn xq_store_block(b: u32, v: array<vec4<f32>, 8>) {
+fn x_store_block(b: u32, v: array<vec4<f32>, 8>) {
   var amax = 0.0;
   for (var i = 0u; i < 8u; i++) {
     let a = abs(v[i]);
@@ -43,6 +43,11 @@ fn xq_store_block(b: u32, v: array<vec4<f32>, 8>) {
   xq_codes[2u * b] = vec4<u32>(q[0], q[1], q[2], q[3]);
   xq_codes[2u * b + 1u] = vec4<u32>(q[4], q[5], q[6], q[7]);
   xq_scale[b] = round_to_f16(amax / 127.0);
+}
+
+// x as is, for an F32 part of a fused pair (its weights multiply unquantised activations, as llama.cpp's do).
+fn x4(v: u32) -> vec4<f32> {
+  return x[v];
 }
 
 // (d_w · d_x) · Σ q_w q_x of one block: 32 weight codes (c0, c1) against staged block b.

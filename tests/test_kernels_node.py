@@ -470,8 +470,12 @@ NORM_CASES = {  # name: (fmt, rows, cols, band_rows, x_base, y_base, eps, extra 
     "nmv256_no_xn": ("q8", 100, 256, 64, 64, 10, 1e-6, {}),
     "nmv2048_acc": ("q8", 70, 2048, None, 2048, 0, 1e-6, {"xn": True, "accumulate": True}),
     "nmv256_rows4": ("q8", 100, 256, 62, 64, 10, 1e-6, {"xn": True, "multi_row_groups": 0}),
-    "nmv256_f32act": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "q8_act": False}),  # rmsnorm fallback
-    "nmv128_f32w": ("f32", 37, 128, None, 32, 3, 1e-6, {"xn": True}),  # F32 weights: f32 activations, fallback
+    # f32 activations: x normalised into an f32 copy in workgroup memory (x_stage_f32s.wgsl)
+    "nmv256_f32act": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "q8_act": False}),
+    "nmv128_f32w": ("f32", 37, 128, None, 32, 3, 1e-6, {"xn": True}),  # F32 weights (a router)
+    "nmv2048_f32w_rows4": ("f32", 70, 2048, None, 0, 0, 1e-6, {"xn": True, "multi_row_groups": 0}),
+    # too wide to stage in f32: an rmsnorm dispatch, then the plain product
+    "nmv4096_f32act": ("q8", 20, 4096, None, 64, 0, 1e-6, {"xn": True, "q8_act": False}),
 }
 
 
@@ -518,8 +522,8 @@ def norm_run(tmp_path_factory):
             case["two_step"] = twin == "_2"
             c.add(**case)
     # the fallback cannot fuse: without xn_out it must refuse rather than read an unnormalised x
-    c.add(name="nmv_f32act_no_xn", kernel="matvec", fmt="q8", w="w_nmv256_f32act", rows=100, cols=256,
-          x="nx", y="y_err", y_len=100, x_base=0, y_base=0, nw="nw_nmv256_f32act", eps=1e-6, q8_act=False,
+    c.add(name="nmv_f32act_no_xn", kernel="matvec", fmt="q8", w="w_nmv4096_f32act", rows=20, cols=4096,
+          x="nx", y="y_err", y_len=20, x_base=0, y_base=0, nw="nw_nmv4096_f32act", eps=1e-6, q8_act=False,
           expect_error=True, outputs=[])
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)

@@ -55,6 +55,7 @@ def lanes_for(nb: int, cap: int = 16) -> int:
 
 MATVEC_MULTI_ROW_GROUPS = 256  # 4 rows per lane group only while that still leaves this many workgroups
 Q8_MAX_COLS = 32 * 256  # x_stage_q8.wgsl stages at most 256 blocks of quantised activations per workgroup
+F32_STAGED_MAX_COLS = 4 * 512  # x_stage_f32s.wgsl stages at most 512 vec4 of f32 activations per workgroup
 
 
 def matvec_rows_per_group(rows: int, lanes: int, min_groups: int = MATVEC_MULTI_ROW_GROUPS) -> int:
@@ -122,12 +123,17 @@ class Kernels:
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
 
         norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
-        rmsnorm() then matvec() would (the same values). With Q8_0-activation staging the norm is fused into every
-        band's dispatch (shaders/x_norm_rms.wgsl); otherwise it falls back to an rmsnorm dispatch into xn_out, so
-        xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's dispatch;
-        must not be x)."""
+        rmsnorm() then matvec() would (the same values). The norm is fused into every band's dispatch
+        (shaders/x_norm_rms.wgsl): into the Q8_0 staging of a Q8_0-activation product, or, for f32 activations
+        (F32 weights such as a router, or the f32-activation mode) up to F32_STAGED_MAX_COLS columns, into an f32
+        copy in workgroup memory (x_stage_f32s.wgsl). Wider f32 products fall back to an rmsnorm dispatch into
+        xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
+        dispatch; must not be x)."""
         check_q8_cols(w)
-        if norm is not None and xfmt(self, w.fmt) != "q8":
+        act = xfmt(self, w.fmt)
+        if norm is not None and act == "f32" and w.cols <= F32_STAGED_MAX_COLS:
+            act = "f32s"  # x staged (normalised) in workgroup memory
+        if norm is not None and act == "f32":
             if xn_out is None:
                 raise ValueError(f"{w.name}: a norm before an f32-activation product needs xn_out (no fused path)")
             name, dash, layer = (label or w.name).rpartition("-")
@@ -138,7 +144,7 @@ class Kernels:
         lanes = lanes_for(nb, self.lane_cap)
         for band, (row0, n, bufs) in enumerate(w.bands):
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
-            consts = {"WFMT": w.fmt, "XFMT": xfmt(self, w.fmt), "LANES": lanes, "ROWS": rows,
+            consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": "none" if norm is None else "rms"}
             write_xn = norm is not None and xn_out is not None and band == 0
             params = self._params("4IfI", n, nb, x_base, y_base + row0, norm[1] if norm else 0.0, int(write_xn),
