@@ -7,6 +7,7 @@ ids. The store runs must give the baseline's logits, every slot must hold its re
 add up (syncs, misses, bytes), and a budget one byte short of the minimum must be refused with the numbers.
 """
 import asyncio
+import json
 import shutil
 
 import numpy as np
@@ -208,6 +209,10 @@ def test_budget_too_small_is_refused(stores, capsys):
     assert pool == n * stride and need == fixed + pool
     assert main(["--store", folder, "--budget", str(need - 1), "--ids", "1,2"]) == 1
     assert f"give at least {need} B" in capsys.readouterr().err
+    # the minimum it names runs (the prefill chunk shrinks to fit it, and says so in the stats)
+    assert main(["--store", folder, "--budget", str(need), "--ids", "1,2,3", "--prefill-chunk", "256"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stats"]["prefill_chunk"] == 16
 
 
 def test_plan_budget_splits_and_refuses():

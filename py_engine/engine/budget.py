@@ -55,6 +55,11 @@ class BudgetPlan:
                 "records": self.n_records, "min_slots": self.min_slots, "full": self.full, "total": self.total}
 
 
+def min_pool_bytes(record_bytes: int, n_layers: int, n_experts: int, top_k: int, alignment: int = 256) -> int:
+    """The smallest expert pool plan_budget accepts: 2·top_k slots (or every record, if fewer)."""
+    return min(2 * top_k, n_layers * n_experts) * round_up(record_bytes, alignment)
+
+
 def plan_budget(budget_bytes, *, dense, kv_state, work, record_bytes, n_layers, n_experts, top_k, max_binding,
                 max_buffer, max_pool_buffer=None, pool_fraction=None, alignment=256) -> BudgetPlan:
     """Split a GPU budget (None: no limit, every expert gets a slot; "min": the smallest allowed); raises

@@ -32,9 +32,9 @@ from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.common import Activations, KVCache
-from .budget import plan_budget
+from .budget import min_pool_bytes, plan_budget
 from .early_stop import GuardedToken, helper as copies_helper
-from .decoder import DEFAULT_PREFILL_CHUNK, MODELS, Decoder
+from .decoder import MODELS, Decoder, default_prefill_chunk
 from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
 from .lookahead import SOURCES, RouterLookAhead
 from .prefill import chunk_bytes
@@ -66,12 +66,15 @@ PREFILL_BUDGET_SHARE = 1 / 8
 MIN_FITTED_CHUNK = 16
 
 
-def fit_prefill_chunk(model, chunk: int, budget_bytes) -> int:
+def fit_prefill_chunk(model, chunk: int, budget_bytes, rest: int) -> int:
     """The prefill chunk a store engine uses under `budget_bytes` (bytes, None or "min"): `chunk`, halved while its
-    work buffers (prefill.chunk_bytes) would take more than PREFILL_BUDGET_SHARE of the budget."""
+    work buffers (prefill.chunk_bytes) would take more than PREFILL_BUDGET_SHARE of the budget or not fit beside
+    `rest` (everything else the smallest plan needs). Down to MIN_FITTED_CHUNK, whatever the budget: the smallest
+    budget the engine names in BudgetTooSmall is the one that runs at that chunk."""
     if not isinstance(budget_bytes, int) or isinstance(budget_bytes, bool):
         return chunk
-    while chunk > MIN_FITTED_CHUNK and chunk_bytes(model, chunk) > PREFILL_BUDGET_SHARE * budget_bytes:
+    while chunk > MIN_FITTED_CHUNK and (chunk_bytes(model, chunk) > PREFILL_BUDGET_SHARE * budget_bytes
+                                        or rest + chunk_bytes(model, chunk) > budget_bytes):
         chunk = max(MIN_FITTED_CHUNK, chunk // 2)
     return chunk
 
@@ -85,7 +88,7 @@ class StoreDecoder(Decoder):
     async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
                          budget_bytes=None, upload="staging", ring_buffers=4, policy="lru", max_pool_buffer=None,
                          reader=None, routing="auto", prefetch_depth=0, pool_fraction=None, auto_threshold=0.25,
-                         prefill_chunk=DEFAULT_PREFILL_CHUNK, prefetch_guess="lookahead", lookahead_source="h",
+                         prefill_chunk=None, prefetch_guess="lookahead", lookahead_source="h",
                          prefetch_wait=False, q8_act=True):
         """prefetch_depth: on a stop at layer L (early stop) or L's ids read back (per-layer), prefetch guesses for
         layers L+1 .. L+depth; prefetch_guess "lookahead" (their routers on L's activations, lookahead.py) or
@@ -120,7 +123,6 @@ class StoreDecoder(Decoder):
         state = sum(4 * n for name, n in bufs if name.startswith(STATE_BUFFERS))
         acts_bytes = sum(4 * n for _, n in bufs)
         record = ex["record_size"]
-        prefill_chunk = fit_prefill_chunk(model, prefill_chunk, budget_bytes)
         look = prefetch_depth > 0 and prefetch_guess == "lookahead"
         la_extra = (3 if lookahead_source == "h" else 2) * prefetch_depth if look else 0
         la_bytes = RouterLookAhead.gpu_bytes(cfg, prefetch_depth) if look else 0
@@ -131,11 +133,14 @@ class StoreDecoder(Decoder):
                 + 4 * cfg.n_vocab + 256 + 4 * cfg.n_expert_used * cfg.n_layer
                 + guard_args_allowance(cfg.n_layer, cfg.n_expert * cfg.n_layer * record, gpu, max_pool_buffer,
                                        la_extra) + la_bytes
-                + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, upload, ring_buffers)
-                + chunk_bytes(model, prefill_chunk))
-        plan = plan_budget(budget_bytes, dense=dense_gpu_bytes(manifest),
-                           kv_state=kv_cache_bytes(n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format) + state,
-                           work=work, record_bytes=record, n_layers=cfg.n_layer, n_experts=cfg.n_expert,
+                + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, upload, ring_buffers))
+        dense = dense_gpu_bytes(manifest)
+        kv_state = kv_cache_bytes(n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format) + state
+        rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
+        prefill_chunk = default_prefill_chunk(gpu) if prefill_chunk is None else prefill_chunk
+        prefill_chunk = fit_prefill_chunk(model, prefill_chunk, budget_bytes, rest)
+        work += chunk_bytes(model, prefill_chunk)
+        plan = plan_budget(budget_bytes, dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer, n_experts=cfg.n_expert,
                            top_k=cfg.n_expert_used, max_binding=gpu.max_binding, max_buffer=gpu.limits["maxBufferSize"],
                            max_pool_buffer=max_pool_buffer, pool_fraction=pool_fraction)
         reader = reader or StoreRecordReader(sink, manifest)
