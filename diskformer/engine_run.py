@@ -49,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
     ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
-    ap.add_argument("--prefill-chunk", type=int, default=256, metavar="T",
-                    help="prompt tokens per batched prefill chunk (default 256, the engine's; 1 = token by token)")
+    ap.add_argument("--prefill-chunk", type=int, default=None, metavar="T",
+                    help="prompt tokens per batched prefill chunk (default: the engine's, 256 on a GPU and 64 on a "
+                         "CPU adapter; 1 = token by token)")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
     return ap
 
@@ -82,7 +83,7 @@ def main(argv) -> int:
     if usage_error:
         print(f"diskformer run: {usage_error}", file=sys.stderr)
         return 2
-    if args.prefill_chunk < 1:
+    if args.prefill_chunk is not None and args.prefill_chunk < 1:
         print("diskformer run: --prefill-chunk must be >= 1", file=sys.stderr)
         return 2
     if (args.model is None) == (args.store is None):

@@ -26,10 +26,18 @@ MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig,
 GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels dequantise (gpu_weights.py)
 
 
-# prompt tokens per batched prefill chunk (prefill.py): on the H200 the 8-layer real-dimension file prefills 512
-# tokens at 1,102 tok/s in chunks of 64, 1,395 in chunks of 256 (docs/benchmarks.md); ~0.4 MB of GPU work buffers
-# per chunk token at those dimensions
+# prompt tokens per batched prefill chunk on a GPU (prefill.py): on the H200 the 8-layer real-dimension file
+# prefills 512 tokens at 2,712 tok/s in chunks of 64, 6,660 in chunks of 256, 4,037 in chunks of 512
+# (docs/benchmarks.md); ~0.4 MB of GPU work buffers per chunk token at those dimensions
 DEFAULT_PREFILL_CHUNK = 256
+# A CPU adapter (SwiftShader, lavapipe) pays for every launched workgroup, the idle rows of a short prompt's chunk
+# included: 64 there (lavapipe, a 40-token prompt: 130 tok/s in chunks of 64, 74 in chunks of 256).
+CPU_PREFILL_CHUNK = 64
+
+
+def default_prefill_chunk(gpu) -> int:
+    """The prefill chunk when none is asked for: DEFAULT_PREFILL_CHUNK on a GPU, CPU_PREFILL_CHUNK on a CPU adapter."""
+    return CPU_PREFILL_CHUNK if gpu.info.get("isFallbackAdapter") else DEFAULT_PREFILL_CHUNK
 
 
 class ContextFull(RuntimeError):
@@ -53,7 +61,7 @@ class Decoder:
 
     @classmethod
     async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
-                   prefill_chunk=DEFAULT_PREFILL_CHUNK, q8_act=True):
+                   prefill_chunk=None, q8_act=True):
         """q8_act: Q8_0 products quantise their input per 32-block as llama.cpp does (int8 dot products, the
         default); False keeps activations f32 (a check of the kernels' arithmetic against the numpy reference)."""
         t0 = time.perf_counter()
@@ -95,7 +103,7 @@ class Decoder:
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
             dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
             dec.argmax_stagings = [create_buffer(gpu, 8, MAP_READ | COPY_DST, f"argmax_staging{i}") for i in (0, 1)]
-            dec.attach_prefill(prefill_chunk)
+            dec.attach_prefill(default_prefill_chunk(gpu) if prefill_chunk is None else prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
                          n_ctx=n_ctx, kv=kv_format, arch=arch)

@@ -10,7 +10,8 @@ Instead of "model", "store": FOLDER runs from a model store with the experts str
 "routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "prefetch_guess" ("lookahead" |
 "previous"), "lookahead_source" ("h" | "xn"), "prefetch_wait" (bool), "pool_fraction", "max_pool_buffer" (cap
 one pool buffer, to split small pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt
-tokens per batched prefill chunk (default 64; 1 = token by token), for either kind of job; "ops_per_submit": submit
+tokens per batched prefill chunk (default: 256 on a GPU, 64 on a CPU adapter; 1 = token by token), for either kind
+of job; "ops_per_submit": submit
 replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py); "act": "q8" (default:
 Q8_0 products quantise their input as llama.cpp does) or "f32" (f32 activations).
 
@@ -22,9 +23,15 @@ import time
 from ..gpu.commands import helper, set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from .decoder import DEFAULT_PREFILL_CHUNK, Decoder
+from .decoder import Decoder
 from .scoring import argmax, top_logprobs
 
+
+
+def _chunk(job):
+    """The job's prefill chunk, None for the engine's default (decoder.default_prefill_chunk)."""
+    chunk = job.get("prefill_chunk")
+    return None if chunk is None else int(chunk)
 
 async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, logits_out=None) -> dict:
     if not ids:
@@ -78,7 +85,7 @@ async def open_store_job(job: dict, gpu, pipelines):
         budget_bytes=budget if budget in (None, "min") else int(budget), upload=job.get("upload", "staging"),
         policy=job.get("policy", "lru"), max_pool_buffer=job.get("max_pool_buffer"),
         routing=job.get("routing", "auto"), prefetch_depth=int(job.get("prefetch_depth", 0)),
-        pool_fraction=job.get("pool_fraction"), prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)),
+        pool_fraction=job.get("pool_fraction"), prefill_chunk=_chunk(job),
         prefetch_guess=job.get("prefetch_guess", "lookahead"), lookahead_source=job.get("lookahead_source", "h"),
         prefetch_wait=bool(job.get("prefetch_wait", False)), q8_act=job.get("act", "q8") == "q8")
 
@@ -100,7 +107,7 @@ async def _run_job(job: dict, gpu, pipelines) -> dict:
     else:
         dec = await Decoder.open(job["model"], gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
                                  kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)),
-                                 prefill_chunk=int(job.get("prefill_chunk", DEFAULT_PREFILL_CHUNK)),
+                                 prefill_chunk=_chunk(job),
                                  q8_act=job.get("act", "q8") == "q8")
     try:
         runs = []
