@@ -21,32 +21,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-const WG: u32 = 256u;
-const COLS: u32 = 32u;                 // value columns per workgroup
-const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
-const MAX_DK: u32 = 256u;
-const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
-var<workgroup> q_sh: array<f32, MAX_DK>;
-var<workgroup> k_sh: array<f32, MAX_DK>;
-var<workgroup> red_q: array<f32, WG>;
-var<workgroup> red_k: array<f32, WG>;
-var<workgroup> part: array<f32, WG>;
-
-#include "gdn_qk_norm.wgsl"
-
-// Sum of `v` over the SLICES lanes of this lane's column (every lane gets it). Its closing barrier also ends every
-// lane's reads of the row's q_sh / k_sh before the next row's load_qk overwrites them.
-fn column_sum(v: f32, t: u32) -> f32 {
-  part[t] = v;
-  workgroupBarrier();
-  let col = t % COLS;
-  var s = 0.0;
-  for (var k = 0u; k < SLICES; k++) {
-    s += part[k * COLS + col];
-  }
-  workgroupBarrier();
-  return s;
-}
+#include "gdn_columns.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
