@@ -27,16 +27,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
-  var acc = vec4<f32>(0.0);
   stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
-  if (row0 < p.rows) {
-    for (var b = lane; b < p.nb; b += LANES) {
-      for (var i = 0u; i < ROWS; i++) {
-        let r = min(row0 + i, p.rows - 1u);   // rows past the end repeat the last row and are never written
-        acc[i] += block_dot_q(r * p.nb + b, b);
-      }
-    }
-  }
+  let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   if (lane == 0u) {
     for (var i = 0u; i < ROWS; i++) {

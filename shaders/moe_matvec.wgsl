@@ -24,16 +24,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let row0 = (wg.x * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   let slot = slot_map[p.map_base + route_ids[k]];
-  var acc = vec4<f32>(0.0);
   stage_x(lid.x, 64u, (p.x_base + k * p.x_stride) / 4u, p.nb);   // Q8_0: x_k quantised as llama.cpp does
-  if (row0 < p.rows) {
-    for (var b = lane; b < p.nb; b += LANES) {
-      for (var i = 0u; i < ROWS; i++) {
-        let wrow = slot * p.rows + min(row0 + i, p.rows - 1u);   // rows past the end are never written
-        acc[i] += block_dot_q(wrow * p.nb + b, b);
-      }
-    }
-  }
+  let acc = rows_partial(row0, lane, slot * p.rows, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   if (lane == 0u) {
     for (var i = 0u; i < ROWS; i++) {
