@@ -118,11 +118,4 @@ fn tile_product(lid: u32, nb: u32, rows_here: u32) -> array<vec4<f32>, 2u * TN> 
   return acc;
 }
 
-// The weight row of acc[2j + h][i] inside the tile, and its token.
-fn tile_row(lid: u32, h: u32, i: u32) -> u32 {
-  return 64u * h + 4u * (lid % 16u) + i;
-}
-
-fn tile_token(lid: u32, j: u32) -> u32 {
-  return TN * (lid / 16u) + j;
-}
+#include "gemm_tile_layout.wgsl"
