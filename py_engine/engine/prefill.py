@@ -18,7 +18,7 @@ import struct
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, storage_buffer, write_buffer
 from ..gpu.chunk_kernels import ChunkKernels
 from ..gpu.commands import DispatchList, helper
-from ..models.chunk_plan import q8_scratch_sizes, record_chunk
+from ..models.chunk_plan import record_chunk
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
@@ -27,13 +27,12 @@ SKIP = ("logits", "argmax", "dn_in", "attn_in")
 
 
 def chunk_buffer_sizes(model, T: int) -> list:
-    """(name, 4-byte words) of the chunk's work buffers: T rows of each per-token activation, the Q8_0 GEMMs'
-    quantised inputs (sized before the weights are loaded, so whatever their formats), the token ids, the grouped
-    picks (counts | offsets | picks) and the per-expert mask."""
+    """(name, 4-byte words) of the chunk's work buffers: T rows of each per-token activation, the token ids, the
+    grouped picks (counts | offsets | picks) and the per-expert mask."""
     c = model.cfg
     per_token = [(name, n) for name, n in model.work_buffers()
                  if not name.startswith(STATE_BUFFERS) and name not in SKIP]
-    sizes = [(name, T * n) for name, n in per_token + q8_scratch_sizes(per_token)]
+    sizes = [(name, T * n) for name, n in per_token]
     return sizes + [("ids", T), ("grouped", 2 * c.n_expert + T * c.n_expert_used), ("mask", c.n_expert)]
 
 

@@ -8,34 +8,22 @@ dispatch = where the CPU reads the routed ids back, index after its expert produ
 
 In Q8_0-activation mode a GEMM over Q8_0 weights quantises its f32 input rows per 32-block while staging them
 (shaders/gemm_tile_q8.wgsl), as the decode's int8 products and llama.cpp quantise them; F32 weights read the f32
-rows. So every GEMM reads the f32 rows and no quantised copy is kept (`_gemm_input`).
+rows. So every GEMM reads the f32 rows and no quantised copy is kept.
 """
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
-
-
-def q8_scratch_sizes(work_buffers) -> list:
-    """(name, values per token) of quantised-input scratch: none, the int8 GEMM tile quantises while staging."""
-    return []
-
-
-def _gemm_input(ck, dl, b, name, cols, weights, label, scratch="xq", row_mult=1):
-    """The input for GEMMs over `weights` from b[name]: a function weight -> buffer. Always b[name]: a Q8_0
-    weight's GEMM quantises the rows itself in Q8_0-activation mode (ChunkKernels.gemm / expert_gemm)."""
-    return lambda w: b[name]
 
 
 def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):
     """Causal GQA attention of the chunk's rows (q/k norm + RoPE, K/V appended first); h += attn_output(...)."""
     kern = ck.kern
     hd, nh, nkv, e = cfg.head_dim, cfg.n_head, cfg.n_head_kv, cfg.n_embd
-    x = _gemm_input(ck, dl, b, "xn", e, (w["attn_q"], w["attn_k"], w["attn_v"]), f"attn_norm_q8-{i}")
     if gated:  # qwen35moe: the q projection yields [query | gate] per head
-        ck.gemm(dl, w["attn_q"], x(w["attn_q"]), b["qg"], e, 2 * nh * hd, label=f"Qcur_full-{i}")
+        ck.gemm(dl, w["attn_q"], b["xn"], b["qg"], e, 2 * nh * hd, label=f"Qcur_full-{i}")
         attn_q_split(kern, dl, b["qg"], b["q"], nh * ck.T, hd, label=f"Qcur-{i}")
     else:
-        ck.gemm(dl, w["attn_q"], x(w["attn_q"]), b["q"], e, nh * hd, label=f"Qcur-{i}")
-    ck.gemm(dl, w["attn_k"], x(w["attn_k"]), b["kv"], e, 2 * nkv * hd, label=f"Kcur-{i}")
-    ck.gemm(dl, w["attn_v"], x(w["attn_v"]), b["kv"], e, 2 * nkv * hd, y_base=nkv * hd, label=f"Vcur-{i}")
+        ck.gemm(dl, w["attn_q"], b["xn"], b["q"], e, nh * hd, label=f"Qcur-{i}")
+    ck.gemm(dl, w["attn_k"], b["xn"], b["kv"], e, 2 * nkv * hd, label=f"Kcur-{i}")
+    ck.gemm(dl, w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd, y_base=nkv * hd, label=f"Vcur-{i}")
     ck.qk_norm_rope(dl, b["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, nh * hd,
                     label=f"Qcur_rope-{i}")
     ck.qk_norm_rope(dl, b["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, 2 * nkv * hd,
@@ -45,20 +33,17 @@ def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):
                  label=f"kqv_out-{i}")
     if gated:
         attn_output_gate(kern, dl, b["qg"], b["attn"], nh * ck.T, hd, label=f"attn_gated-{i}")
-    x = _gemm_input(ck, dl, b, "attn", nh * hd, (w["attn_output"],), f"kqv_out_q8-{i}")
-    ck.gemm(dl, w["attn_output"], x(w["attn_output"]), b["h"], nh * hd, e, accumulate=True, label=f"attn_out-{i}")
+    ck.gemm(dl, w["attn_output"], b["attn"], b["h"], nh * hd, e, accumulate=True, label=f"attn_out-{i}")
 
 
 def _delta_net(ck, dl, b, w, cfg, window, state, i):
     """Gated DeltaNet over the chunk: projections as GEMMs, conv and recurrence one dispatch each (sequential in the
     chunk's rows inside the kernel), gated norm over all rows' heads, h += ssm_out(...)."""
     e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
-    x = _gemm_input(ck, dl, b, "xn", e, (w["attn_qkv"], w["attn_gate"], w["ssm_beta"], w["ssm_alpha"]),
-                    f"attn_norm_q8-{i}")
-    ck.gemm(dl, w["attn_qkv"], x(w["attn_qkv"]), b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}")
-    ck.gemm(dl, w["attn_gate"], x(w["attn_gate"]), b["z"], e, cfg.ssm_d_inner, label=f"z-{i}")
-    ck.gemm(dl, w["ssm_beta"], x(w["ssm_beta"]), b["ssm_gates"], e, 2 * nv, label=f"beta-{i}")
-    ck.gemm(dl, w["ssm_alpha"], x(w["ssm_alpha"]), b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}")
+    ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}")
+    ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}")
+    ck.gemm(dl, w["ssm_beta"], b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta-{i}")
+    ck.gemm(dl, w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}")
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}")
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
@@ -66,49 +51,43 @@ def _delta_net(ck, dl, b, w, cfg, window, state, i):
     # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
     gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"], nv * ck.T, dv,
                    cfg.rms_eps, label=f"final_output-{i}")
-    x = _gemm_input(ck, dl, b, "delta_normed", cfg.ssm_d_inner, (w["ssm_out"],), f"final_output_q8-{i}")
-    ck.gemm(dl, w["ssm_out"], x(w["ssm_out"]), b["h"], cfg.ssm_d_inner, e, accumulate=True,
+    ck.gemm(dl, w["ssm_out"], b["delta_normed"], b["h"], cfg.ssm_d_inner, e, accumulate=True,
             label=f"linear_attn_out-{i}")
 
 
 def _moe_route(ck, dl, b, w, cfg, i):
     """xn = ffn_norm(h); router logits; top-k per row; the picks grouped by expert (read back here when paging).
-    Returns the input function of xn's GEMMs (router, experts' gate/up, shared expert's gate/up)."""
+    xn stays in b["xn"] for the experts' and the shared expert's gate/up GEMMs."""
     e = cfg.n_embd
     ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, cfg.rms_eps, label=f"ffn_norm-{i}")
-    users = [w[name] for name in ("ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_up_shexp")
-             if name in w]
-    x = _gemm_input(ck, dl, b, "xn", e, users, f"ffn_norm_q8-{i}")
-    ck.gemm(dl, w["ffn_gate_inp"], x(w["ffn_gate_inp"]), b["router"], e, cfg.n_expert, label=f"ffn_moe_logits-{i}")
+    ck.gemm(dl, w["ffn_gate_inp"], b["xn"], b["router"], e, cfg.n_expert, label=f"ffn_moe_logits-{i}")
     ck.router_topk(dl, b["router"], b["route_ids"], b["route_w"], cfg.n_expert, cfg.n_expert_used,
                    label=f"ffn_moe_topk-{i}")
     ck.moe_group(dl, b["route_ids"], b["grouped"], cfg.n_expert_used, cfg.n_expert, label=f"ffn_moe_group-{i}")
-    return x
 
 
-def _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool, x):
-    """gate/up over each expert's picks (x = the pick's token row), SiLU·up, down (x = the pick's own row)."""
+def _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool):
+    """gate/up over each expert's picks (from the pick's token row of xn), SiLU·up, down (from the pick's own row of
+    act)."""
     e, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
     kw = {"pool_buffers": pool.buffers, "layout": pool.layout} if pool is not None else {}
     common = (b["grouped"], slot_map, i * cfg.n_expert, cfg.n_expert, b["mask"])
     for name, out in (("ffn_gate_exps", "gate"), ("ffn_up_exps", "up")):
-        ck.expert_gemm(dl, w[name], ffn, k, x(w[name]), b[out], *common, x_stride=e, x_div=k,
+        ck.expert_gemm(dl, w[name], ffn, k, b["xn"], b[out], *common, x_stride=e, x_div=k,
                        label=f"ffn_moe_{out}-{i}", **kw)
     ck.kern.silu_mul(dl, b["gate"], b["up"], b["act"], ck.T * k * ffn, label=f"ffn_moe_swiglu-{i}")
     down = w["ffn_down_exps"]
-    act = _gemm_input(ck, dl, b, "act", ffn, (down,), f"ffn_moe_swiglu_q8-{i}", scratch="act_q", row_mult=k)
-    ck.expert_gemm(dl, down, e, k, act(down), b["down"], *common, x_stride=ffn, x_div=1,
+    ck.expert_gemm(dl, down, e, k, b["act"], b["down"], *common, x_stride=ffn, x_div=1,
                    label=f"ffn_moe_down-{i}", **kw)
 
 
-def _shared_expert(ck, dl, b, w, cfg, i, x):
+def _shared_expert(ck, dl, b, w, cfg, i):
     e, fs = cfg.n_embd, cfg.n_ff_shexp
     gate, up, down = w["ffn_gate_shexp"], w["ffn_up_shexp"], w["ffn_down_shexp"]
-    ck.gemm(dl, gate, x(gate), b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}")
-    ck.gemm(dl, up, x(up), b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}")
+    ck.gemm(dl, gate, b["xn"], b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}")
+    ck.gemm(dl, up, b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}")
     ck.kern.silu_mul(dl, b["shexp_gate"], b["shexp_up"], b["shexp_act"], ck.T * fs, label=f"ffn_shexp_swiglu-{i}")
-    act = _gemm_input(ck, dl, b, "shexp_act", fs, (down,), f"ffn_shexp_swiglu_q8-{i}")
-    ck.gemm(dl, down, act(down), b["shexp_out"], fs, e, label=f"ffn_shexp-{i}")
+    ck.gemm(dl, down, b["shexp_act"], b["shexp_out"], fs, e, label=f"ffn_shexp-{i}")
     params = ck.kern._params("4I", e, 0, 0, 0, label=f"ffn_shexp_gated-{i}")
     ck._rec(dl, "shared_expert_gate.wgsl", {},
             {0: params, 1: b["xn"], 2: w["ffn_gate_inp_shexp"], 3: b["shexp_out"], 4: b["h"]}, (ck.T, 1),
@@ -133,11 +112,11 @@ def record_chunk(ck, dl, model, b, acts, cache, slot_map, pool=None) -> list:
         else:
             ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}")
             _attention(ck, dl, b, w, cfg, cache.k[i], cache.v[i], i, gated=False)
-        x = _moe_route(ck, dl, b, w, cfg, i)
+        _moe_route(ck, dl, b, w, cfg, i)
         after_group = dl.count
-        _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool, x)
+        _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool)
         cuts.append((i, after_group, dl.count))
         ck.moe_combine(dl, b["route_w"], b["down"], b["h"], cfg.n_embd, cfg.n_expert_used, label=f"ffn_moe_out-{i}")
         if hybrid:
-            _shared_expert(ck, dl, b, w, cfg, i, x)
+            _shared_expert(ck, dl, b, w, cfg, i)
     return cuts
