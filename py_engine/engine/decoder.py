@@ -37,7 +37,7 @@ CPU_PREFILL_CHUNK = 64
 
 def default_prefill_chunk(gpu) -> int:
     """The prefill chunk when none is asked for: DEFAULT_PREFILL_CHUNK on a GPU, CPU_PREFILL_CHUNK on a CPU adapter."""
-    return CPU_PREFILL_CHUNK if gpu.info.get("isFallbackAdapter") else DEFAULT_PREFILL_CHUNK
+    return CPU_PREFILL_CHUNK if gpu.cpu_adapter else DEFAULT_PREFILL_CHUNK
 
 
 class ContextFull(RuntimeError):

@@ -57,7 +57,7 @@ class ChunkKernels:
         mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
         rounding, so raw rows and rows quantize_rows already rounded give the same product)."""
         nb = w.cols // 32
-        cpu = bool(getattr(self.kern.gpu, "info", {}).get("isFallbackAdapter"))
+        cpu = self.kern.gpu.cpu_adapter
         for row0, n, bufs in w.bands:
             tt = gemm_dense_tile(self.T, n, cpu)
             params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate),

@@ -47,6 +47,11 @@ class Gpu:
         self.errors = []  # uncaptured WebGPU errors, collected by the JS helper (see commands.py)
 
     @property
+    def cpu_adapter(self) -> bool:
+        """A CPU implementation (SwiftShader, lavapipe): every launched workgroup costs time, idle ones included."""
+        return bool(self.info.get("isFallbackAdapter"))
+
+    @property
     def max_binding(self) -> int:
         return int(self.limits["maxStorageBufferBindingSize"])
 

@@ -213,7 +213,7 @@ class Kernels:
             row_bytes = n_kv_head * hd * (2 if self.kv_format == "f16" else 4)
             n_ctx = int(k_cache.size) // row_bytes
         cap = self.attention_max_splits or (
-            ATTENTION_CPU_SPLITS if getattr(self.gpu, "info", {}).get("isFallbackAdapter") else ATTENTION_MAX_SPLITS)
+            ATTENTION_CPU_SPLITS if self.gpu.cpu_adapter else ATTENTION_MAX_SPLITS)
         splits = attention_splits(n_ctx, cap)
         pairs = hd // 2
         parts = out if splits == 1 else self._attention_partials(8 * n_head * splits * (1 + pairs))
