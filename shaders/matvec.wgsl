@@ -5,9 +5,13 @@
 // int8 dot products); F32 weights multiply x as is. ROWS > 1 (tall matrices such as the output head) gives each
 // lane group ROWS consecutive rows (fewer, fuller workgroups). ACCUMULATE adds onto y (a residual add fused into
 // the product). NORM = rms fuses the RMSNorm that precedes the product into the staging (x_norm_rms.wgsl: x is
-// normalised per workgroup with p.eps; p.xn_write asks workgroup (0, 0) to store the normalised values); none
-// stages x as is.
-struct Params { rows: u32, nb: u32, x_base: u32, y_base: u32, eps: f32, xn_write: u32 }
+// normalised per workgroup with p.eps; p.xn_write asks workgroup (0, 0) to store the normalised values); gated
+// and sgate fuse a gated per-head RMSNorm or a sigmoid gate read from a second input (x_norm_gated.wgsl,
+// x_norm_sgate.wgsl: p.group values per head, gate values at p.g_base + head · p.g_stride); none stages x as is.
+struct Params {
+  rows: u32, nb: u32, x_base: u32, y_base: u32, eps: f32, xn_write: u32, group: u32, g_base: u32,
+  g_stride: u32, pad0: u32, pad1: u32, pad2: u32,
+}
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;

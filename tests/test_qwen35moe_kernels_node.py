@@ -1,5 +1,6 @@
 """The qwen35moe kernels (Gated DeltaNet conv / recurrence / gated norm, gated attention q split and output gate,
-shared-expert gate) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against the numpy reference
+shared-expert gate; the gated norm and the output gate fused into the following product; the attention's q/k
+norm + RoPE + KV append in one dispatch) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against the numpy reference
 (diskformer.reference.layers, the oracle of the model tests).
 
 CPython writes the inputs to a temporary folder and a list of runs; one Node process records each run's
@@ -32,12 +33,22 @@ async def main(args):
     for name, nbytes in spec["buffers"].items():
         path = d / f"in_{name}.bin"
         bufs[name] = upload(gpu, path.read_bytes(), name) if path.exists() else storage_buffer(gpu, nbytes, name)
+    def matrix(m):
+        parts = {3: bufs[m["name"] + "_codes"], 4: bufs[m["name"] + "_scales"]} if m["fmt"] == "q8" else \
+            {3: bufs[m["name"]]}
+        return GpuMatrix(m["name"], m["fmt"], m["rows"], m["cols"], [(0, m["rows"], parts)])
+
     for i, run in enumerate(spec["runs"]):
         dl = DispatchList()
         async with GpuErrorScope(gpu, f"recording run {i}"):
             for op in run["ops"]:
-                launcher = getattr(qwen35_kernels, op["op"])
-                launcher(kern, dl, **{k: bufs[v] for k, v in op["bufs"].items()}, **op.get("vals", {}))
+                if op["op"].startswith("kern."):  # a shared launcher (py_engine.gpu.kernels.Kernels)
+                    launcher = getattr(kern, op["op"][5:])
+                else:
+                    launcher = lambda dl, **kw: getattr(qwen35_kernels, op["op"])(kern, dl, **kw)
+                args = {k: bufs[v] for k, v in op["bufs"].items()}
+                args.update({k: matrix(m) for k, m in op.get("mats", {}).items()})
+                launcher(dl, **args, **op.get("vals", {}))
         write_buffer(gpu, step, 0, struct.pack("<4I", 0, run["pos"], run["pos"] + 1, 0))
         dl.submit(gpu)
         for name in run["read"]:
@@ -61,6 +72,27 @@ class Plan:
         (self.dir / f"in_{name}.bin").write_bytes(a.tobytes())
         self.buffers[name] = a.nbytes
         return name
+
+    def raw(self, name, a):
+        """Bytes as they are (Q8_0 codes, f16 scales)."""
+        a = np.ascontiguousarray(a)
+        (self.dir / f"in_{name}.bin").write_bytes(a.tobytes())
+        self.buffers[name] = a.nbytes
+        return name
+
+    def matrix(self, rng, name, fmt, rows, cols):
+        """Random Q8_0 planes or F32 weights; returns (the op's matrix spec, the dequantised values)."""
+        if fmt == "f32":
+            w = (rng.standard_normal((rows, cols)) * 0.1).astype(np.float32)
+            self.data(name, w)
+            dense = w.astype(np.float64)
+        else:
+            codes = rng.integers(-127, 128, size=(rows, cols), dtype=np.int8)
+            scales = (rng.random((rows, cols // 32)) * 0.004 + 0.001).astype(np.float16)
+            self.raw(name + "_codes", codes)
+            self.raw(name + "_scales", scales)
+            dense = (codes.reshape(rows, -1, 32) * scales[:, :, None].astype(np.float64)).reshape(rows, cols)
+        return {"name": name, "fmt": fmt, "rows": rows, "cols": cols}, dense
 
     def zeros(self, name, n):
         self.buffers[name] = 4 * n
@@ -175,6 +207,76 @@ def norm_and_gate_cases(plan, rng, expect):
     expect[("shexp", run)] = h + layers.sigmoid(float(np.dot(wg.astype(np.float64), x))) * y.astype(np.float64)
 
 
+def operand(x, fmt):
+    """What a product with weights of `fmt` multiplies (Q8_0: the input quantised as llama.cpp does)."""
+    return layers.fake_quantize_q8_0(x.astype(np.float32)).astype(np.float64) if fmt == "q8" else x
+
+
+# (weights, rows, value heads, head size): Q8_0 staging; F32 staged in workgroup memory; F32 wider than that
+# staging (the unfused fallback: gdn_gated_norm / attn_output_gate, then the product)
+FUSED_PRODUCTS = [("q8", 40, 4, 64), ("f32", 24, 2, 96), ("f32", 8, 13, 160)]
+
+
+def fused_product_cases(plan, rng, expect):
+    """The gated norm (DeltaNet) and the sigmoid output gate (attention) fused into the product that follows."""
+    for n, (fmt, rows, nh, hd) in enumerate(FUSED_PRODUCTS):
+        tag = f"fp{n}"
+        mat, W = plan.matrix(rng, tag + "_w", fmt, rows, nh * hd)
+        o = rng.standard_normal(nh * hd).astype(np.float32) * 3
+        w = (1 + 0.1 * rng.standard_normal(hd)).astype(np.float32)
+        zb = 12
+        z = rng.standard_normal(zb + nh * hd).astype(np.float32) * 2
+        y0 = rng.standard_normal(rows).astype(np.float32)
+        qg = rng.standard_normal(nh * 2 * hd).astype(np.float32) * 2
+        for name, a in (("o", o), ("nw", w), ("z", z), ("y", y0), ("y2", y0), ("qg", qg), ("attn", o)):
+            plan.data(f"{tag}_{name}", a)
+        plan.zeros(tag + "_scratch", nh * hd)
+        run = plan.run(2, [
+            {"op": "gated_norm_product", "mats": {"w": mat},
+             "bufs": {"o": tag + "_o", "norm_w": tag + "_nw", "z": tag + "_z", "scratch": tag + "_scratch",
+                      "y": tag + "_y"},
+             "vals": {"n_heads": nh, "dv": hd, "eps": EPS, "z_base": zb, "label": f"linear_attn_out-{n}"}},
+            {"op": "gated_output_product", "mats": {"w": mat},
+             "bufs": {"attn": tag + "_attn", "qg": tag + "_qg", "y": tag + "_y2"},
+             "vals": {"n_head": nh, "hd": hd, "label": f"attn_output-{n}"}},
+        ], [tag + "_y", tag + "_y2"])
+        f = lambda a: a.astype(np.float64)  # noqa: E731
+        normed = layers.rms_norm(f(o).reshape(nh, hd), w, EPS) * layers.silu(f(z[zb:]).reshape(nh, hd))
+        gated = f(o).reshape(nh, hd) * layers.sigmoid(f(qg).reshape(nh, 2 * hd)[:, hd:])
+        expect[("fused_product", run)] = (tag, fmt, f(y0) + W @ operand(normed.ravel(), fmt),
+                                          f(y0) + W @ operand(gated.ravel(), fmt))
+
+
+def rope_append_case(plan, rng, expect):
+    """qk_rope_append against the kernels it replaces (q split, q and k norm + RoPE, KV append), same inputs."""
+    nh, nkv, hd, n_rot, pos = 4, 2, 64, 48, 5
+    k_base = 2 * nh * hd
+    v_base = k_base + nkv * hd
+    x = rng.standard_normal(v_base + nkv * hd).astype(np.float32) * 2
+    qn, kn = ((1 + 0.1 * rng.standard_normal(hd)).astype(np.float32) for _ in range(2))
+    plan.data("ra_x", x), plan.data("ra_x2", x), plan.data("ra_qn", qn), plan.data("ra_kn", kn)
+    for tag in ("ra_fused", "ra_sep"):
+        plan.zeros(tag + "_q", nh * hd)
+        plan.zeros(tag + "_k", 8 * nkv * hd // 2)  # 8 rows of f16 pairs
+        plan.zeros(tag + "_v", 8 * nkv * hd // 2)
+    rope = {"hd": hd, "n_rot": n_rot, "eps": EPS, "base": 10000.0}
+    run = plan.run(pos, [
+        {"op": "kern.qk_rope_append",
+         "bufs": {"x": "ra_x", "q": "ra_fused_q", "q_norm": "ra_qn", "k_norm": "ra_kn", "k_cache": "ra_fused_k",
+                  "v_cache": "ra_fused_v"},
+         "vals": {"n_head": nh, "n_kv_head": nkv, "q_stride": 2 * hd, "k_base": k_base, "v_base": v_base, **rope}},
+        {"op": "attn_q_split", "bufs": {"qg": "ra_x2", "q": "ra_sep_q"}, "vals": {"n_head": nh, "hd": hd}},
+        {"op": "kern.qk_norm_rope", "bufs": {"x": "ra_sep_q", "norm_w": "ra_qn"}, "vals": {"n_heads": nh, **rope}},
+        {"op": "kern.qk_norm_rope", "bufs": {"x": "ra_x2", "norm_w": "ra_kn"},
+         "vals": {"n_heads": nkv, "x_base": k_base, **rope}},
+        {"op": "kern.kv_append", "bufs": {"src": "ra_x2", "k_cache": "ra_sep_k", "v_cache": "ra_sep_v"},
+         "vals": {"n": nkv * hd, "k_base": k_base, "v_base": v_base}},
+    ], ["ra_fused_q", "ra_fused_k", "ra_fused_v", "ra_sep_q", "ra_sep_k", "ra_sep_v"])
+    heads = x[:k_base].reshape(nh, 2 * hd)[:, :hd].astype(np.float64)
+    want_q = layers.rope_neox(layers.rms_norm(heads, qn, EPS)[None], np.array([pos]), n_rot, 10000.0)[0]
+    expect[("rope_append", run)] = (pos, nkv * hd // 2, want_q.ravel())
+
+
 @pytest.fixture(scope="module")
 def kernel_results(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qwen35_kernels")
@@ -185,6 +287,8 @@ def kernel_results(tmp_path_factory):
     for i in range(len(GDN_SHAPES)):
         gdn_case(plan, rng, expect, i)
     norm_and_gate_cases(plan, rng, expect)
+    fused_product_cases(plan, rng, expect)
+    rope_append_case(plan, rng, expect)
     plan.write()
     info = run_in_node(NODE_CODE, {"dir": str(folder)}, mounts=[folder], timeout=300)
     assert info["runs"] == len(plan.runs)
@@ -233,3 +337,26 @@ def test_shared_expert_gate(kernel_results):
     plan, expect = kernel_results
     [(run, ref)] = _items(expect, "shexp")
     np.testing.assert_allclose(plan.out(run, "sh_h"), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("index", range(len(FUSED_PRODUCTS)), ids=lambda i: "_".join(map(str, FUSED_PRODUCTS[i])))
+def test_gate_fused_into_the_following_product(kernel_results, index):
+    plan, expect = kernel_results
+    runs = {v[0]: (run, v) for run, v in _items(expect, "fused_product")}
+    run, (tag, fmt, want_norm, want_gate) = runs[f"fp{index}"]
+    # a Q8_0 product quantises an input the GPU computed in f32: a code can round the other way
+    tol = {"rtol": 1e-4, "atol": 1e-4} if fmt == "f32" else {"rtol": 0, "atol": 2e-3 * np.abs(want_norm).max()}
+    np.testing.assert_allclose(plan.out(run, tag + "_y"), want_norm, **tol, err_msg="gated norm")
+    np.testing.assert_allclose(plan.out(run, tag + "_y2"), want_gate, **tol, err_msg="sigmoid gate")
+
+
+def test_q_k_rope_and_kv_append_in_one_dispatch(kernel_results):
+    plan, expect = kernel_results
+    [(run, (pos, row_words, want_q))] = _items(expect, "rope_append")
+    np.testing.assert_array_equal(plan.out(run, "ra_fused_q"), plan.out(run, "ra_sep_q"))
+    np.testing.assert_allclose(plan.out(run, "ra_fused_q"), want_q, rtol=1e-5, atol=1e-5)
+    for cache in ("k", "v"):
+        fused, sep = plan.out(run, f"ra_fused_{cache}"), plan.out(run, f"ra_sep_{cache}")
+        np.testing.assert_array_equal(fused.view(np.uint32), sep.view(np.uint32), err_msg=cache)
+        written = fused.view(np.uint32).reshape(8, row_words)
+        assert written[pos].any() and not np.delete(written, pos, axis=0).any(), f"{cache}: only row {pos}"

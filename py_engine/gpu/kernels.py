@@ -5,6 +5,7 @@ token (token id, position) lives in the shared step uniform (shaders/step.wgsl),
 Activations are f32 buffers addressed by element offsets ("bases").
 """
 import struct
+from dataclasses import dataclass
 
 from .buffers import uniform_buffer
 from .commands import split_groups
@@ -43,6 +44,21 @@ class GpuMatrix:
         if self.row_base:
             raise ValueError(f"{self.name}: {what} cannot read a row view (it starts at row {self.row_base} of "
                              f"its buffers)")
+
+
+@dataclass(frozen=True)
+class InputGate:
+    """A transform of a product's input fused into the product's staging (Kernels.matvec x_gate): value e of x,
+    in head e // group, is gated by gate[g_base + (e // group) * g_stride + e % group].
+    kind "sgate": x · sigmoid(gate) (shaders/x_norm_sgate.wgsl); "gated": per-head RMSNorm with eps, times norm_w
+    (group values, shared by the heads) times silu(gate) (shaders/x_norm_gated.wgsl; group % 32 == 0)."""
+    kind: str
+    gate: object
+    g_base: int
+    g_stride: int
+    group: int
+    norm_w: object = None
+    eps: float = 0.0
 
 
 def lanes_for(nb: int, cap: int = 16) -> int:
@@ -119,7 +135,7 @@ class Kernels:
         dl.dispatch(pipe, bg, gx, gy, 1, label)
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
-               xn_out=None):
+               xn_out=None, x_gate: "InputGate | None" = None):
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
 
         norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
@@ -128,9 +144,15 @@ class Kernels:
         (F32 weights such as a router, or the f32-activation mode) up to F32_STAGED_MAX_COLS columns, into an f32
         copy in workgroup memory (x_stage_f32s.wgsl). Wider f32 products fall back to an rmsnorm dispatch into
         xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
-        dispatch; must not be x)."""
+        dispatch; must not be x). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
+        where can_gate_input(w))."""
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
+        if x_gate is not None:
+            if norm is not None or not self.can_gate_input(w):
+                raise ValueError(f"{w.name}: no fused {x_gate.kind} input here (check can_gate_input first)")
+            if act == "f32":
+                act = "f32s"
         if norm is not None and act == "f32" and w.cols <= F32_STAGED_MAX_COLS:
             act = "f32s"  # x staged (normalised) in workgroup memory
         if norm is not None and act == "f32":
@@ -144,15 +166,22 @@ class Kernels:
         lanes = lanes_for(nb, self.lane_cap)
         for band, (row0, n, bufs) in enumerate(w.bands):
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
+            kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
-                      "ACCUMULATE": "true" if accumulate else "false", "NORM": "none" if norm is None else "rms"}
+                      "ACCUMULATE": "true" if accumulate else "false", "NORM": kind}
             write_xn = norm is not None and xn_out is not None and band == 0
-            params = self._params("4IfI", n, nb, x_base, y_base + row0, norm[1] if norm else 0.0, int(write_xn),
-                                  label=label)
+            eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
+            g = x_gate or InputGate("none", None, 0, 0, 0)
+            params = self._params("4IfI3I3I", n, nb, x_base, y_base + row0, eps, int(write_xn), g.group, g.g_base,
+                                  g.g_stride, 0, 0, 0, label=label)
             bindings = {0: params, 1: x, 2: y, **bufs}
             if norm is not None:
                 bindings[5] = norm[0]
                 bindings[6] = xn_out if write_xn else self.placeholder()  # declared; written only when asked
+            elif x_gate is not None:
+                if x_gate.norm_w is not None:
+                    bindings[5] = x_gate.norm_w
+                bindings[6] = x_gate.gate
             per_group = 64 // lanes * rows
             groups = (n + per_group - 1) // per_group
             self._record(dl, "matvec.wgsl", consts, bindings, groups, label or w.name)
@@ -174,6 +203,11 @@ class Kernels:
         self._record(dl, "moe_matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map},
                      groups, label or pool.name)
 
+    def can_gate_input(self, w: GpuMatrix) -> bool:
+        """Whether matvec can fuse an InputGate into the staging of w's input: a Q8_0-activation product (x is
+        staged quantised) or an f32 one narrow enough to stage as f32 (x_stage_f32s.wgsl)."""
+        return xfmt(self, w.fmt) == "q8" or w.cols <= F32_STAGED_MAX_COLS
+
     def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm"):
         params = self._params("IfII", n, eps, x_base, y_base)
         self._record(dl, "rmsnorm.wgsl", {}, {0: params, 1: x, 2: w, 3: y}, (rows, 1), label)
@@ -186,13 +220,29 @@ class Kernels:
 
     def qk_norm_rope(self, dl, x, norm_w, n_heads, hd, n_rot, eps, base, x_base=0, label="qk_norm_rope"):
         """In place on n_heads heads of hd values: RMSNorm with norm_w (None: no norm), then NeoX RoPE."""
-        if n_rot > hd or n_rot % 2:
-            raise ValueError(f"bad rotary dims {n_rot} for head dim {hd}")
+        if n_rot > hd or n_rot % 2 or hd > 256:
+            raise ValueError(f"bad rotary dims {n_rot} for head dim {hd} (<= 256)")
         use_norm = norm_w is not None
         params = self._params("IIffIIII", hd, n_rot, eps, base, x_base, int(use_norm), 0, 0)
         norm = norm_w if use_norm else self.placeholder()
         self._record(dl, "qk_norm_rope.wgsl", {}, {0: params, 1: self.step, 2: norm, 3: x},
                      (n_heads, 1), label)
+
+    def qk_rope_append(self, dl, x, q, q_norm, k_norm, k_cache, v_cache, n_head, n_kv_head, hd, n_rot, eps, base,
+                       q_stride, k_base, v_base, label="qk_rope_append"):
+        """One decode token's attention inputs in one dispatch (shaders/qk_rope_append.wgsl): q head h read at
+        x[h * q_stride], RMSNorm with q_norm and RoPE into q[h * hd]; k heads at x[k_base ..] likewise with k_norm
+        then appended with v (x[v_base ..]) to the caches at row step.pos. Norm weights None: no norm."""
+        if n_rot > hd or n_rot % 2 or hd % 2 or hd > 256:
+            raise ValueError(f"bad head dim {hd} / rotary dims {n_rot} (head dim even, <= 256)")
+        if (q_norm is None) != (k_norm is None):
+            raise ValueError("q and k norms: both or neither")
+        use_norm = q_norm is not None
+        params = self._params("IIffIIIIIIII", hd, n_rot, eps, base, n_head, n_kv_head, q_stride, k_base, v_base,
+                              int(use_norm), 0, 0, label=label)
+        binds = {0: params, 1: self.step, 2: q_norm if use_norm else self.placeholder(),
+                 3: k_norm if use_norm else self.placeholder(), 4: x, 5: q, 6: k_cache, 7: v_cache}
+        self._record(dl, "qk_rope_append.wgsl", {"KV": self.kv_format}, binds, (n_head + n_kv_head, 1), label)
 
     def kv_append(self, dl, src, k_cache, v_cache, n, k_base, v_base, label="kv_append"):
         params = self._params("4I", n, k_base, v_base, 0)

@@ -2,6 +2,8 @@
 shared_expert_gate): each records one dispatch into a DispatchList through a `Kernels` instance (its pipelines,
 its step uniform, its parameter buffers), like the launchers in kernels.py.
 """
+from .kernels import InputGate
+
 MAX_GDN_KEY_DIM = 256  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
 
 
@@ -40,6 +42,30 @@ def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label=
     kern._record(dl, "gdn_gated_norm.wgsl", {}, {0: params, 1: o, 2: norm_w, 3: z, 4: y}, (n_heads, 1), label)
 
 
+def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, z_base=0, label="ssm_out"):
+    """y += W · (RMSNorm(o per head) · norm_w · silu(z)): the DeltaNet's gated norm fused into the staging of its
+    output product (one dispatch) where the product can take it, else gdn_gated_norm into `scratch` first."""
+    if dv % 32 == 0 and kern.can_gate_input(w):
+        gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=eps)
+        kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate)
+        return
+    name, dash, layer = label.rpartition("-")
+    gdn_gated_norm(kern, dl, o, norm_w, z, scratch, n_heads, dv, eps, z_base=z_base,
+                   label=f"final_output-{layer}" if dash else label + "_norm")
+    kern.matvec(dl, w, scratch, y, accumulate=True, label=label)
+
+
+def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_output"):
+    """y += W · (attn · sigmoid(gate)), the gate being the second half of each head's [query | gate] in qg: fused
+    into the staging of the output product where it can take it, else attn_output_gate in place first."""
+    if kern.can_gate_input(w):
+        kern.matvec(dl, w, attn, y, accumulate=True, label=label, x_gate=InputGate("sgate", qg, hd, 2 * hd, hd))
+        return
+    name, dash, layer = label.rpartition("-")
+    attn_output_gate(kern, dl, qg, attn, n_head, hd, label=f"attn_gated-{layer}" if dash else label + "_gate")
+    kern.matvec(dl, w, attn, y, accumulate=True, label=label)
+
+
 def attn_q_split(kern, dl, qg, q, n_head, hd, label="Qcur"):
     """q[h·hd + d] = qg[h·2hd + d]: the queries out of the joint query|gate projection."""
     params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
@@ -58,4 +84,5 @@ def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
     kern._record(dl, "shared_expert_gate.wgsl", {}, {0: params, 1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label)
 
 
-__all__ = ["gdn_conv", "gdn_recurrent", "gdn_gated_norm", "attn_q_split", "attn_output_gate", "shared_expert_gate"]
+__all__ = ["gdn_conv", "gdn_recurrent", "gdn_gated_norm", "gated_norm_product", "gated_output_product",
+           "attn_q_split", "attn_output_gate", "shared_expert_gate"]

@@ -108,17 +108,14 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     token, cache appended first). `w` holds attn_norm, attn_output, attn_q_norm, attn_k_norm and "attn_in", the
     q | k | v products (load_projections) into acts["attn_in"]."""
     hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
-    qkv = acts["attn_in"]  # q | k | v: the attention reads q from 0
+    qkv = acts["attn_in"]  # q | k | v
     k_base = nh * hd
     record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer, norm=(w["attn_norm"], cfg.rms_eps),
                     xn_out=acts["xn"])
-    kern.qk_norm_rope(dl, qkv, w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base,
-                      label=f"Qcur_rope-{layer}")
-    kern.qk_norm_rope(dl, qkv, w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, x_base=k_base,
-                      label=f"Kcur_rope-{layer}")
-    kern.kv_append(dl, qkv, cache.k[layer], cache.v[layer], nkv * hd, k_base, k_base + nkv * hd,
-                   label=f"kv_store-{layer}")
-    kern.attention(dl, qkv, cache.k[layer], cache.v[layer], acts["attn"], nh, nkv, hd, hd ** -0.5,
+    kern.qk_rope_append(dl, qkv, acts["q"], w.get("attn_q_norm"), w.get("attn_k_norm"), cache.k[layer],
+                        cache.v[layer], nh, nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, hd, k_base,
+                        k_base + nkv * hd, label=f"Qcur_Kcur_rope_kv_store-{layer}")
+    kern.attention(dl, acts["q"], cache.k[layer], cache.v[layer], acts["attn"], nh, nkv, hd, hd ** -0.5,
                    label=f"kqv_out-{layer}")
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 

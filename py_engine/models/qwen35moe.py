@@ -13,7 +13,7 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 from dataclasses import dataclass
 
 from ..gpu.fused_kernels import ffn_gate_up, shexp_down_combine
-from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_conv, gdn_gated_norm, gdn_recurrent
+from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv, gdn_recurrent
 from .common import arch_value, load_projections, record_products, record_routed_moe
 
 
@@ -228,24 +228,20 @@ class Qwen35Moe:
 
     def _record_gated_attention(self, kern, dl, acts, w, i, cache):
         """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)) of attn_norm(h) (fused into
-        the first input product)."""
+        the first input product). Four dispatches after the products: q/k norm + RoPE + KV append, the attention
+        (and its combine), the output product with the gate fused into its staging."""
         c = self.cfg
         hd, nh, nkv, kv = c.head_dim, c.n_head, c.n_head_kv, self.kv_index[i]
-        qkv = acts["attn_in"]  # qg | k | v: the query split and the output gate read qg from 0
+        qkv = acts["attn_in"]  # qg | k | v: the queries and the output gate are read from qg's heads
         k_base = 2 * nh * hd
         record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
                         xn_out=acts["xn"])
-        attn_q_split(kern, dl, qkv, acts["q"], nh, hd, label=f"Qcur-{i}")
-        kern.qk_norm_rope(dl, acts["q"], w["attn_q_norm"], nh, hd, c.n_rot, c.rms_eps, c.rope_base,
-                          label=f"Qcur_rope-{i}")
-        kern.qk_norm_rope(dl, qkv, w["attn_k_norm"], nkv, hd, c.n_rot, c.rms_eps, c.rope_base, x_base=k_base,
-                          label=f"Kcur_rope-{i}")
-        kern.kv_append(dl, qkv, cache.k[kv], cache.v[kv], nkv * hd, k_base, k_base + nkv * hd,
-                       label=f"kv_store-{i}")
+        kern.qk_rope_append(dl, qkv, acts["q"], w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], nh, nkv,
+                            hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
+                            label=f"Qcur_Kcur_rope_kv_store-{i}")
         kern.attention(dl, acts["q"], cache.k[kv], cache.v[kv], acts["attn"], nh, nkv, hd, hd ** -0.5,
                        label=f"attn_pregate-{i}")
-        attn_output_gate(kern, dl, qkv, acts["attn"], nh, hd, label=f"attn_gated-{i}")
-        kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_output-{i}")
+        gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"], label=f"attn_output-{i}")
 
     def _record_delta_net(self, kern, dl, acts, w, i):
         """h += ssm_out(RMSNorm(delta_rule(l2norm(q), l2norm(k), v)) · ssm_norm · silu(z)) with q|k|v =
@@ -260,9 +256,9 @@ class Qwen35Moe:
         gdn_recurrent(kern, dl, acts["qkv_conv"], dn, w["ssm_dt"], w["ssm_a"], acts[f"ssm_state.{i}"],
                       acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim, c.rms_eps,
                       label=f"attn_output-{i}")
-        gdn_gated_norm(kern, dl, acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"], nv, c.head_v_dim,
-                       c.rms_eps, z_base=2 * nv + c.conv_channels, label=f"final_output-{i}")
-        kern.matvec(dl, w["ssm_out"], acts["delta_normed"], acts["h"], accumulate=True, label=f"linear_attn_out-{i}")
+        gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"], nv,
+                           c.head_v_dim, c.rms_eps, acts["h"], z_base=2 * nv + c.conv_channels,
+                           label=f"linear_attn_out-{i}")
 
     def _record_shared_expert(self, kern, dl, acts, w, i):
         """h += Σ_k w_k · down_k (the routed experts, left in acts["down"]) + sigmoid(ffn_gate_inp_shexp · xn) ·
