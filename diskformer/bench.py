@@ -281,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--step-by-step", action="store_true",
                     help="resident decode reads each step back before encoding the next (default: greedy steps "
                          "queued one ahead, as generation runs them)")
+    ap.add_argument("--ops-per-submit", type=int, default=None,
+                    help="recorded operations per queue submit (default: the engine's; 0: one submit per token)")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
@@ -295,6 +297,9 @@ def main(argv) -> int:
     if args.prefill_chunk is not None and args.prefill_chunk < 1:
         print("diskformer bench: --prefill-chunk must be >= 1 (1: token by token)", file=sys.stderr)
         return 2
+    if args.ops_per_submit is not None and args.ops_per_submit < 0:
+        print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
+        return 2
     try:
         budgets = parse_budgets(args.budgets)
     except ValueError as exc:
@@ -307,7 +312,8 @@ def main(argv) -> int:
     mounts = [model.parent]
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
-           "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step}
+           "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
+           "ops_per_submit": args.ops_per_submit}
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:

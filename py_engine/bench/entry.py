@@ -4,7 +4,8 @@ as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read band
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
        "prefill_chunk": T | null (the engine's default), "queue_ahead": bool (greedy steps queued one ahead, the
-       default; False: each step read back before the next is encoded)}
+       default; False: each step read back before the next is encoded), "ops_per_submit": N | null (recorded
+       operations per queue submit; null: the device's default, 0: one submit per token)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
@@ -16,6 +17,7 @@ Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios an
 import time
 
 from ..engine.decoder import Decoder
+from ..gpu.commands import set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
 from . import accounting, dispatch_profile, stream_read, streaming, timing
@@ -92,6 +94,8 @@ async def run(args: dict) -> dict:
     if fractions and not args.get("store"):
         raise ValueError("the streaming cases need a model store (args['store'])")
     gpu = await open_gpu()
+    if args.get("ops_per_submit") is not None:
+        set_submit_split(gpu, int(args["ops_per_submit"]))
     pipes = Pipelines(gpu)
     mb = args.get("stream_mb")
     stream = await stream_read.measure(gpu, pipes, int(mb) << 20 if mb else None)
