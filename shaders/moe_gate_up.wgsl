@@ -4,11 +4,13 @@
 // G (ffn_gate_exps, bindings 3/4) and U (ffn_up_exps, bindings 7/8) are pools of same-shaped matrices, each Q8_0
 // planes or F32 (WFMT / UFMT); XFMT = q8 when either is Q8_0: x is then quantised once per workgroup as llama.cpp
 // does (x_stage_q8.wgsl) for the Q8_0 products (an F32 part reads x as is). The matvec.wgsl lane layout.
+// ROUTE = topk: each workgroup ranks the router's logits itself (route_topk.wgsl: route = logits | ids | weights,
+// the ids and weights stored for the kernels after it); ids: the experts come from route_ids (route_ids.wgsl).
 // ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
 // ROWS = 2 gives each lane group two rows (each workgroup quantises x once for twice the rows) where enough
 // workgroups remain.
-// 4 weight planes + x, act, route_ids, slot_map: 8 storage bindings (the limit may be 10).
-struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
+// 4 weight planes + x, act, route (ids), slot_map: 8 storage bindings (the limit may be 10).
+struct Params { rows: u32, nb: u32, map_base: u32, n_exp: u32, k: u32, ids_base: u32, w_base: u32, pad0: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> act: array<f32>;
@@ -16,7 +18,7 @@ struct Params { rows: u32, nb: u32, map_base: u32, pad0: u32 }
 #include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 #include "up_weights_{{UFMT}}.wgsl"
-@group(0) @binding(5) var<storage, read> route_ids: array<u32>;
+#include "route_{{ROUTE}}.wgsl"
 @group(0) @binding(6) var<storage, read> slot_map: array<u32>;
 
 const LANES: u32 = {{LANES}}u;
@@ -32,7 +34,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let lane = lid.x % LANES;
   var slot = 0u;
   if (ROUTED) {
-    slot = slot_map[p.map_base + route_ids[k]];
+    slot = slot_map[p.map_base + routed_expert(k, lid.x, wg.x == 0u && k == 0u)];
   }
   var acc = vec4<f32>(0.0);
   stage_x(lid.x, 64u, 0u, p.nb);

@@ -1,5 +1,5 @@
 """The fused kernels (py_engine/gpu/fused_kernels.py: routed and dense gate/up + SwiGLU in one dispatch, over the
-resident pools and over streamed pool buffers; routed sum + gated shared expert + residual add) on a real WebGPU
+resident pools (also with the router's top-k in the same dispatch) and over streamed pool buffers; routed sum + gated shared expert + residual add) on a real WebGPU
 device (Dawn on lavapipe in Node, through Pyodide) against numpy.
 
 CPython writes the inputs to a temporary folder; one Node process runs every case and writes the outputs back.
@@ -32,6 +32,7 @@ async def main(args):
         return GpuMatrix(name, fmt, rows, cols, [(0, rows, bufs)])
 
     for a in spec:
+        extra = {}
         kern = Kernels(gpu, pipes, step, lane_cap=a.get("lane_cap", 16),
                        matvec_multi_row_groups=a.get("multi_row_groups", 256))
         dl = DispatchList()
@@ -42,6 +43,14 @@ async def main(args):
                 u = matrix(a["up"], a["ufmt"], a["slots"] * a["rows"], a["cols"])
                 fused_kernels.moe_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out, buf(a["ids"]),
                                           buf(a["slot_map"]), a["map_base"])
+            elif a["kernel"] == "moe_route_gate_up":
+                g = matrix(a["gate"], a["gfmt"], a["slots"] * a["rows"], a["cols"])
+                u = matrix(a["up"], a["ufmt"], a["slots"] * a["rows"], a["cols"])
+                route = buf(a["route"])
+                ids, weights = fused_kernels.moe_route_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out,
+                                                               route, a["n_exp"], buf(a["slot_map"]), a["map_base"])
+                extra = {"ids": ids, "w": weights}  # views of route, for the kernels after it
+                assert ids[0] is route and weights[0] is route and ids[1] % 256 == 0 and weights[1] % 256 == 0
             elif a["kernel"] == "ffn_gate_up":
                 g = matrix(a["gate"], a["gfmt"], a["rows"], a["cols"])
                 u = matrix(a["up"], a["ufmt"], a["rows"], a["cols"])
@@ -67,6 +76,8 @@ async def main(args):
         dl.submit(gpu)
         data = await rb.read(out, 0, int(out.size))
         (d / f"out_{a['name']}.bin").write_bytes(data)
+        for tag, (b, off, size) in extra.items():
+            (d / f"out_{a['name']}_{tag}.bin").write_bytes(await rb.read(b, off, size))
         check_errors(gpu, a["name"])
     return {"cases": len(spec)}
 '''
@@ -127,6 +138,35 @@ def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap, two_rows=False):
     c.add(want, name=name, kernel="moe_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt, ufmt=ufmt,
           slots=slots, rows=rows, cols=cols, k=k, x=name + "_x", ids=name + "_ids", slot_map=name + "_map",
           map_base=base, out_len=k * rows, lane_cap=lane_cap, **({"multi_row_groups": 0} if two_rows else {}))
+
+
+def route_case(c, n_exp, k, ties):
+    """The router's top-k inside the routed gate/up product: logits in the route buffer (with ties when asked:
+    the lower expert index must win), every expert's slot a permutation; the ids and weights come back for the
+    kernels after it."""
+    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "")
+    rows, cols, fmt = 24, 64, "q8"
+    G = c.weights(name + "_g", fmt, n_exp * rows, cols).reshape(n_exp, rows, cols)
+    U = c.weights(name + "_u", fmt, n_exp * rows, cols).reshape(n_exp, rows, cols)
+    x = c.rng.standard_normal(cols).astype(np.float32)
+    logits = c.rng.standard_normal(n_exp).astype(np.float32)
+    if ties:
+        logits = np.round(logits * 2) / 2  # many equal values
+    route = np.full(n_exp + 256, 7.0, np.float32)  # room for the ids and weights (route_layout)
+    route[:n_exp] = logits
+    base = 2
+    perm = c.rng.permutation(n_exp).astype(np.uint32)
+    c.arr(name + "_x", x)
+    c.arr(name + "_map", np.concatenate([np.full(base, 99, np.uint32), perm]))
+    c.arr(name + "_route", route)
+    picked = np.argsort(-logits, kind="stable")[:k]
+    lw = logits[picked].astype(np.float64)
+    weights = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
+    xd = operand(x, fmt)
+    act = np.concatenate([silu(G[perm[e]] @ xd) * (U[perm[e]] @ xd) for e in picked])
+    c.add((act, picked, weights), name=name, kernel="moe_route_gate_up", gate=name + "_g",
+          up=name + "_u", gfmt=fmt, ufmt=fmt, slots=n_exp, rows=rows, cols=cols, k=k, x=name + "_x",
+          route=name + "_route", n_exp=n_exp, slot_map=name + "_map", map_base=base, out_len=k * rows)
 
 
 def dense_case(c, gfmt, ufmt, rows, cols):
@@ -208,6 +248,7 @@ ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8"
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
 ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16)]
 DENSE = [("q8", "q8", 70, 128), ("f32", "f32", 30, 96)]
+ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False)]
 COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0)]
 
 
@@ -221,6 +262,8 @@ def fused_run(tmp_path_factory):
         routed_cases(c, *case, two_rows=True)
     for case in DENSE:
         dense_case(c, *case)
+    for case in ROUTES:
+        route_case(c, *case)
     for fmt in ("q8", "f32"):
         streamed_case(c, fmt)
     for case in COMBINE:
@@ -263,3 +306,14 @@ def test_streamed_gate_up_reads_both_pool_buffers(fused_run, fmt):
 def test_shared_expert_down_fused_with_the_block_sums(fused_run, case):
     fmt, n, k, cols, multi = case
     check(fused_run, f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi}")
+
+
+@pytest.mark.parametrize("case", ROUTES, ids=lambda t: "_".join(map(str, t)))
+def test_router_top_k_inside_the_gate_up_product(fused_run, case):
+    n_exp, k, ties = case
+    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "")
+    act, picked, weights = fused_run.expect[name]
+    out = lambda tag, dtype: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), dtype)  # noqa
+    np.testing.assert_allclose(out("", np.float32)[:len(act)], act, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(out("_ids", np.uint32), picked)
+    np.testing.assert_allclose(out("_w", np.float32), weights, rtol=1e-6, atol=1e-7)

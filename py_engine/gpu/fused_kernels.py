@@ -4,6 +4,7 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 
 - moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
   resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
+- moe_route_gate_up: the same over the resident pools with the router's top-k computed in the same dispatch;
 - ffn_gate_up: the same for one dense pair (the shared expert);
 - shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
   expert and the residual add.
@@ -19,6 +20,29 @@ def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_ba
     _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, True, label)
 
 
+def route_layout(n_exp: int, k: int) -> tuple:
+    """(ids_base, w_base, words) of the buffer moe_route_gate_up works in: the router's logits at 0, the picked ids
+    and their weights each at a 256-byte boundary (bound as views by the kernels after it)."""
+    ids_base = -(-n_exp // 64) * 64
+    w_base = ids_base + -(-k // 64) * 64
+    return ids_base, w_base, w_base + k
+
+
+def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
+                      label="ffn_moe_gate_up"):
+    """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
+    workgroup ranks them (shaders/route_topk.wgsl) and one stores the ids and weights. Returns the (buffer, offset,
+    size) views of the ids and of the weights for the down product and the block's sums."""
+    if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
+        raise ValueError(f"{gate.name}: the routing gate/up product runs over resident pools only")
+    if n_exp > 256 or k > 64 or k > n_exp:
+        raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
+    ids_base, w_base, _ = route_layout(n_exp, k)
+    _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, True, label,
+                    topk=(n_exp, ids_base, w_base))
+    return (route, 4 * ids_base, 4 * k), (route, 4 * w_base, 4 * k)
+
+
 def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up"):
     """act[r] = silu(G[r]·x) · U[r]·x for the rows of one dense pair (e.g. the shared expert)."""
     if gate.rows != up.rows:
@@ -27,7 +51,7 @@ def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gat
     _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in, stand_in, 0, False, label)
 
 
-def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, routed, label):
+def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, routed, label, topk=None):
     for w in (gate, up):
         if len(w.bands) != 1:
             raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
@@ -35,7 +59,8 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, ma
         raise ValueError(f"{gate.name} has {gate.cols} columns, {up.name} {up.cols}")
     nb = gate.cols // 32
     lanes = lanes_for(nb, kern.lane_cap)
-    params = kern._params("4I", rows, nb, map_base, 0, label=label)
+    n_exp, ids_base, w_base = topk or (0, 0, 0)
+    params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, 0, label=label)
     g, u = gate.bands[0][2], up.bands[0][2]
     binds = {0: params, 1: x, 2: act, 3: g[3], 5: route_ids, 6: slot_map, 7: u[3]}
     if gate.fmt == "q8":
@@ -45,7 +70,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, ma
     rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
     per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": xfmt(kern, gate.fmt, up.fmt), "LANES": lanes,
-              "ROUTED": "true" if routed else "false", "ROWS": rows_per}
+              "ROUTED": "true" if routed else "false", "ROWS": rows_per, "ROUTE": "topk" if topk else "ids"}
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, k), label)
 
 
@@ -100,4 +125,4 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
     kern._record(dl, "shexp_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
 
 
-__all__ = ["moe_gate_up", "ffn_gate_up", "shexp_down_combine"]
+__all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine"]

@@ -51,7 +51,8 @@ class InputGate:
     """A transform of a product's input fused into the product's staging (Kernels.matvec x_gate): value e of x,
     in head e // group, is gated by gate[g_base + (e // group) * g_stride + e % group].
     kind "sgate": x · sigmoid(gate) (shaders/x_norm_sgate.wgsl); "gated": per-head RMSNorm with eps, times norm_w
-    (group values, shared by the heads) times silu(gate) (shaders/x_norm_gated.wgsl; group % 32 == 0)."""
+    (group values, shared by the heads) times silu(gate) (shaders/x_norm_gated.wgsl). Heads of whole 32-blocks,
+    g_base and g_stride multiples of 4 (the kernels read vec4)."""
     kind: str
     gate: object
     g_base: int
@@ -151,6 +152,9 @@ class Kernels:
         if x_gate is not None:
             if norm is not None or not self.can_gate_input(w):
                 raise ValueError(f"{w.name}: no fused {x_gate.kind} input here (check can_gate_input first)")
+            if x_gate.group % 32 or x_gate.g_base % 4 or x_gate.g_stride % 4:
+                raise ValueError(f"{w.name}: gate of {x_gate.group}-value heads at {x_gate.g_base} + h * "
+                                 f"{x_gate.g_stride}: needs whole 32-blocks per head, base and stride multiples of 4")
             if act == "f32":
                 act = "f32s"
         if norm is not None and act == "f32" and w.cols <= F32_STAGED_MAX_COLS:

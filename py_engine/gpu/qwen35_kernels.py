@@ -45,7 +45,7 @@ def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label=
 def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, z_base=0, label="ssm_out"):
     """y += W · (RMSNorm(o per head) · norm_w · silu(z)): the DeltaNet's gated norm fused into the staging of its
     output product (one dispatch) where the product can take it, else gdn_gated_norm into `scratch` first."""
-    if dv % 32 == 0 and kern.can_gate_input(w):
+    if dv % 32 == 0 and z_base % 4 == 0 and kern.can_gate_input(w):
         gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=eps)
         kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate)
         return
@@ -58,7 +58,7 @@ def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, 
 def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_output"):
     """y += W · (attn · sigmoid(gate)), the gate being the second half of each head's [query | gate] in qg: fused
     into the staging of the output product where it can take it, else attn_output_gate in place first."""
-    if kern.can_gate_input(w):
+    if hd % 32 == 0 and kern.can_gate_input(w):
         kern.matvec(dl, w, attn, y, accumulate=True, label=label, x_gate=InputGate("sgate", qg, hd, 2 * hd, hd))
         return
     name, dash, layer = label.rpartition("-")

@@ -4,8 +4,8 @@
 Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
 """
 from ..gpu.buffers import storage_buffer
-from ..gpu.kernels import xfmt
-from ..gpu.fused_kernels import moe_gate_up
+from ..gpu.kernels import GpuMatrix, xfmt
+from ..gpu.fused_kernels import moe_gate_up, moe_route_gate_up
 
 
 def arch_value(header, suffix: str, default=None, kind=int):
@@ -124,17 +124,27 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
     the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
     expert kernels read the picked ids and map them to pool slots through `slot_map`. Gate, up and the SwiGLU are
-    one dispatch (fused_kernels.moe_gate_up). combine=False leaves the weighted sum of acts["down"] to the caller
-    (qwen35moe adds it together with its shared expert)."""
+    one dispatch (fused_kernels.moe_gate_up), which over resident pools also ranks the router's logits
+    (moe_route_gate_up; streamed pools need the ids before their residency check: router_topk first).
+    combine=False leaves the weighted sum of acts["down"] to the caller (qwen35moe adds it together with its
+    shared expert). Returns the binding of the routing weights."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
+    gate, up = w["ffn_gate_exps"], w["ffn_up_exps"]
+    resident = isinstance(gate, GpuMatrix) and isinstance(up, GpuMatrix) and "route" in acts.buffers
     # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts
-    kern.matvec(dl, w["ffn_gate_inp"], acts["h"], acts["router"], label=f"ffn_moe_logits-{layer}",
-                norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"])
-    kern.router_topk(dl, acts["router"], acts["route_ids"], acts["route_w"], cfg.n_expert, k, renorm=True,
-                     label=f"ffn_moe_topk-{layer}")
-    moe_gate_up(kern, dl, w["ffn_gate_exps"], w["ffn_up_exps"], ffn, k, acts["xn"], acts["act"], acts["route_ids"],
-                slot_map, map_base, label=f"ffn_moe_gate_up-{layer}")
-    kern.moe_matvec(dl, w["ffn_down_exps"], n, k, acts["act"], acts["down"], acts["route_ids"], slot_map,
+    kern.matvec(dl, w["ffn_gate_inp"], acts["h"], acts["route" if resident else "router"],
+                label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"])
+    if resident:
+        ids, weights = moe_route_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], acts["route"],
+                                         cfg.n_expert, slot_map, map_base, label=f"ffn_moe_gate_up-{layer}")
+    else:
+        ids, weights = acts["route_ids"], acts["route_w"]
+        kern.router_topk(dl, acts["router"], ids, weights, cfg.n_expert, k, renorm=True,
+                         label=f"ffn_moe_topk-{layer}")
+        moe_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], ids, slot_map, map_base,
+                    label=f"ffn_moe_gate_up-{layer}")
+    kern.moe_matvec(dl, w["ffn_down_exps"], n, k, acts["act"], acts["down"], ids, slot_map,
                     map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
     if combine:
-        kern.moe_combine(dl, acts["route_w"], acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
+        kern.moe_combine(dl, weights, acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
+    return weights

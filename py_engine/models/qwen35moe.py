@@ -12,7 +12,7 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 """
 from dataclasses import dataclass
 
-from ..gpu.fused_kernels import ffn_gate_up, shexp_down_combine
+from ..gpu.fused_kernels import ffn_gate_up, route_layout, shexp_down_combine
 from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv, gdn_recurrent
 from .common import arch_value, load_projections, record_products, record_routed_moe
 
@@ -144,7 +144,8 @@ class Qwen35Moe:
                 ("kv", 2 * c.n_head_kv * hd), ("attn", c.n_head * hd),
                 ("qkv", c.conv_channels), ("qkv_conv", c.conv_channels), ("z", c.ssm_d_inner),
                 ("ssm_gates", 2 * c.ssm_dt_rank), ("delta_out", c.ssm_d_inner), ("delta_normed", c.ssm_d_inner),
-                ("router", c.n_expert), ("route_ids", k), ("route_w", k), ("gate", k * c.n_ff_exp),
+                ("router", c.n_expert), ("route_ids", k), ("route_w", k), ("route", route_layout(c.n_expert, k)[2]),
+                ("gate", k * c.n_ff_exp),
                 ("up", k * c.n_ff_exp), ("act", k * c.n_ff_exp), ("down", k * e),
                 ("shexp_gate", c.n_ff_shexp), ("shexp_up", c.n_ff_shexp), ("shexp_act", c.n_ff_shexp),
                 ("shexp_out", e), ("logits", c.n_vocab), ("argmax", 2)]
@@ -220,8 +221,8 @@ class Qwen35Moe:
                 self._record_delta_net(kern, dl, acts, w, i)
             else:
                 self._record_gated_attention(kern, dl, acts, w, i, cache)
-            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, combine=False)
-            self._record_shared_expert(kern, dl, acts, w, i)
+            route_w = record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, combine=False)
+            self._record_shared_expert(kern, dl, acts, w, i, route_w)
         kern.rmsnorm(dl, acts["h"], self.output_norm, acts["xn"], c.n_embd, c.rms_eps, label="result_norm")
         kern.matvec(dl, self.output, acts["xn"], acts["logits"], label="result_output")
         kern.argmax(dl, acts["logits"], acts["argmax"], c.n_vocab, label="argmax")
@@ -260,13 +261,13 @@ class Qwen35Moe:
                            c.head_v_dim, c.rms_eps, acts["h"], z_base=2 * nv + c.conv_channels,
                            label=f"linear_attn_out-{i}")
 
-    def _record_shared_expert(self, kern, dl, acts, w, i):
+    def _record_shared_expert(self, kern, dl, acts, w, i, route_w):
         """h += Σ_k w_k · down_k (the routed experts, left in acts["down"]) + sigmoid(ffn_gate_inp_shexp · xn) ·
         down(silu(gate · xn) ⊙ up · xn), xn = the post-attention norm (still in acts["xn"] after the routed
         experts): gate/up/SwiGLU one dispatch; down, the two sums and the residual add one."""
         c = self.cfg
         ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
                     label=f"ffn_shexp_gate_up-{i}")
-        shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], acts["route_w"], acts["down"],
+        shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], route_w, acts["down"],
                            acts["xn"], w["ffn_gate_inp_shexp"], acts["h"], c.n_expert_used,
                            label=f"ffn_moe_shexp_out-{i}")

@@ -8,6 +8,7 @@ No shared expert; top-k weights are always renormalised.
 """
 from dataclasses import dataclass
 
+from ..gpu.fused_kernels import route_layout
 from .common import arch_value, load_projections, record_attention, record_routed_moe
 
 
@@ -67,7 +68,8 @@ class Qwen3Moe:
         return [("h", c.n_embd), ("xn", c.n_embd), ("q", c.n_head * c.head_dim), ("kv", 2 * c.n_head_kv * c.head_dim),
                 ("attn_in", (c.n_head + 2 * c.n_head_kv) * c.head_dim),
                 ("attn", c.n_head * c.head_dim), ("router", c.n_expert), ("route_ids", c.n_expert_used),
-                ("route_w", c.n_expert_used), ("gate", c.n_expert_used * c.n_ff_exp),
+                ("route_w", c.n_expert_used), ("route", route_layout(c.n_expert, c.n_expert_used)[2]),
+                ("gate", c.n_expert_used * c.n_ff_exp),
                 ("up", c.n_expert_used * c.n_ff_exp), ("act", c.n_expert_used * c.n_ff_exp),
                 ("down", c.n_expert_used * c.n_embd), ("logits", c.n_vocab), ("argmax", 2)]
 

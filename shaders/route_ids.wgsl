@@ -1,0 +1,7 @@
+// The routed experts of a gate/up product read as given (router_topk.wgsl ran before; or the stand-in of a dense
+// pair). Same interface as route_topk.wgsl.
+@group(0) @binding(5) var<storage, read> route_ids: array<u32>;
+
+fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
+  return route_ids[kk];
+}
