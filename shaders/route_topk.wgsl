@@ -1,15 +1,18 @@
 // The router's top-k computed by every workgroup of the routed gate/up product (one dispatch per MoE layer fewer
 // than router_topk.wgsl then the product), with router_topk.wgsl's arithmetic step for step (the same max, the
 // same tree for the softmax's sum, the same ranking by probability, ties to the lower expert index, the same
-// renormalisation), so both give the same bits. route[0 .. n_exp) holds the router's logits; the writer workgroup
-// also stores the ids at route[p.ids_base ..] and the weights (f32 bits) at route[p.w_base ..] for the down
-// product and the block's sums. 64 lanes, n_exp <= 256: lane t holds experts 4t .. 4t + 3 (router_topk's lanes
-// 4t .. 4t + 3).
+// renormalisation), so both give the same bits; only the ranking is organised differently (candidates first).
+// route[0 .. n_exp) holds the router's logits; the writer workgroup also stores the ids at route[p.ids_base ..]
+// and the weights (f32 bits) at route[p.w_base ..] for the down product and the block's sums. 64 lanes,
+// n_exp <= 256: lane t holds experts 4t .. 4t + 3 (router_topk's lanes 4t .. 4t + 3).
 @group(0) @binding(5) var<storage, read_write> route: array<u32>;
 
 var<workgroup> max_sh: array<f32, 64>;
 var<workgroup> sum_sh: array<f32, 256>;
-var<workgroup> prob_sh: array<vec4<f32>, 64>;
+var<workgroup> cand_p: array<f32, 256>;   // candidates: probability, expert
+var<workgroup> cand_i: array<u32, 256>;
+var<workgroup> n_cand: atomic<u32>;
+var<workgroup> threshold: f32;
 var<workgroup> ranked: array<u32, 64>;    // expert by rank (k <= 64)
 var<workgroup> picked: array<f32, 64>;    // its probability
 
@@ -42,26 +45,44 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
     workgroupBarrier();
   }
   let prob = select(vec4<f32>(-1.0), e / vec4<f32>(sum_sh[0]), live);   // unused slots: never picked
-  prob_sh[t] = prob;
+  // Only experts at or above the k-th largest of the 64 lanes' maxima can be among the k (at least k values
+  // reach it: those lanes' maxima), so only those candidates are ranked, against each other.
+  let lane_max = max(max(prob.x, prob.y), max(prob.z, prob.w));
+  max_sh[t] = lane_max;
+  if (t == 0u) {
+    atomicStore(&n_cand, 0u);
+  }
   workgroupBarrier();
-  let kv = vec4<u32>(p.k);
-  var rank = vec4<u32>(0u);
-  // unused slots (-1) never outrank a live expert, and an unused lane's own ranks are never < k: live slots only
-  for (var j = 0u; j < (p.n_exp + 3u) / 4u; j++) {
-    if (all(rank >= kv)) {
-      break;   // none of this lane's experts can be picked any more
-    }
-    let o = prob_sh[j];
-    for (var c = 0u; c < 4u; c++) {
-      let ov = vec4<f32>(o[c]);
-      let beats = (ov > prob) | ((ov == prob) & (vec4<u32>(4u * j + c) < idx));
-      rank += select(vec4<u32>(0u), vec4<u32>(1u), beats);
+  var above = 0u;
+  for (var j = 0u; j < 64u; j++) {
+    let o = max_sh[j];
+    above += select(0u, 1u, o > lane_max || (o == lane_max && j < t));
+  }
+  if (above == p.k - 1u) {
+    threshold = lane_max;
+  }
+  workgroupBarrier();
+  let floor_p = threshold;
+  for (var c = 0u; c < 4u; c++) {
+    if (live[c] && prob[c] >= floor_p) {
+      let at = atomicAdd(&n_cand, 1u);
+      cand_p[at] = prob[c];
+      cand_i[at] = idx[c];
     }
   }
+  workgroupBarrier();
+  let n = atomicLoad(&n_cand);
   for (var c = 0u; c < 4u; c++) {
-    if (rank[c] < p.k) {
-      ranked[rank[c]] = idx[c];
-      picked[rank[c]] = prob[c];
+    if (live[c] && prob[c] >= floor_p) {
+      var rank = 0u;
+      for (var j = 0u; j < n; j++) {
+        let o = cand_p[j];
+        rank += select(0u, 1u, o > prob[c] || (o == prob[c] && cand_i[j] < idx[c]));
+      }
+      if (rank < p.k) {
+        ranked[rank] = idx[c];
+        picked[rank] = prob[c];
+      }
     }
   }
   workgroupBarrier();
