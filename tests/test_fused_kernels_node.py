@@ -34,7 +34,7 @@ async def main(args):
     for a in spec:
         extra = {}
         kern = Kernels(gpu, pipes, step, lane_cap=a.get("lane_cap", 16),
-                       matvec_multi_row_groups=a.get("multi_row_groups", 256))
+                       matvec_multi_row_groups=a.get("multi_row_groups", 256), matvec_min_groups=a.get("min_groups", 0))
         dl = DispatchList()
         out = storage_buffer(gpu, a["out_len"] * 4, "out") if "out_len" in a else None
         async with GpuErrorScope(gpu, "recording " + a["name"]):
@@ -169,14 +169,14 @@ def route_case(c, n_exp, k, ties):
           route=name + "_route", n_exp=n_exp, slot_map=name + "_map", map_base=base, out_len=k * rows)
 
 
-def dense_case(c, gfmt, ufmt, rows, cols):
-    name = f"dense_{gfmt}_{ufmt}_r{rows}_c{cols}"
+def dense_case(c, gfmt, ufmt, rows, cols, min_groups=0):
+    name = f"dense_{gfmt}_{ufmt}_r{rows}_c{cols}_m{min_groups}"
     G = c.weights(name + "_g", gfmt, rows, cols)
     U = c.weights(name + "_u", ufmt, rows, cols)
     x = c.rng.standard_normal(cols).astype(np.float32)
     c.arr(name + "_x", x)
     c.add(silu(G @ operand(x, gfmt)) * (U @ operand(x, ufmt)), name=name, kernel="ffn_gate_up", gate=name + "_g", up=name + "_u", gfmt=gfmt,
-          ufmt=ufmt, rows=rows, cols=cols, x=name + "_x", out_len=rows)
+          ufmt=ufmt, rows=rows, cols=cols, x=name + "_x", out_len=rows, min_groups=min_groups)
 
 
 def streamed_case(c, fmt):
@@ -224,9 +224,9 @@ def streamed_case(c, fmt):
           route_slots=name + "_slots", out_len=k * rows)
 
 
-def combine_case(c, fmt, n, k, cols, multi_row_groups):
+def combine_case(c, fmt, n, k, cols, multi_row_groups, min_groups=0):
     """The shared expert's down product (n rows x cols) fused with the block's sums into h."""
-    name = f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi_row_groups}"
+    name = f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi_row_groups}" + (f"_w{min_groups}" if min_groups else "")
     h = c.rng.standard_normal(n).astype(np.float32)
     route_w = c.rng.random(k).astype(np.float32)
     down = c.rng.standard_normal(k * n).astype(np.float32)
@@ -241,15 +241,16 @@ def combine_case(c, fmt, n, k, cols, multi_row_groups):
     want = d(h) + d(route_w) @ d(down).reshape(k, n) + gate * (wd @ operand(act, fmt))
     c.add(want, name=name, kernel="shexp_down_combine", fmt=fmt, w_down=name + "_wd", cols=cols, act=name + "_act",
           h=name + "_h", route_w=name + "_rw", down=name + "_down", x=name + "_x", gate_w=name + "_gw", n=n, k=k,
-          multi_row_groups=multi_row_groups)
+          multi_row_groups=multi_row_groups, min_groups=min_groups)
 
 
 ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
 ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16)]
-DENSE = [("q8", "q8", 70, 128), ("f32", "f32", 30, 96)]
+DENSE = [("q8", "q8", 70, 128, 0), ("f32", "f32", 30, 96, 0), ("q8", "q8", 40, 2048, 1 << 20)]  # last: 64 lanes
 ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False)]
-COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0)]
+COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0),
+           ("q8", 70, 2, 2048, 0, 1 << 20)]  # the last widened to 64 lanes per row (matvec_lanes)
 
 
 @pytest.fixture(scope="module")
@@ -293,8 +294,8 @@ def test_moe_gate_up_two_rows_per_group_matches_numpy(fused_run, case):
 
 @pytest.mark.parametrize("case", DENSE, ids=lambda t: "_".join(map(str, t)))
 def test_dense_gate_up_matches_numpy(fused_run, case):
-    gfmt, ufmt, rows, cols = case
-    check(fused_run, f"dense_{gfmt}_{ufmt}_r{rows}_c{cols}")
+    gfmt, ufmt, rows, cols, min_groups = case
+    check(fused_run, f"dense_{gfmt}_{ufmt}_r{rows}_c{cols}_m{min_groups}")
 
 
 @pytest.mark.parametrize("fmt", ["q8", "f32"])
@@ -304,8 +305,8 @@ def test_streamed_gate_up_reads_both_pool_buffers(fused_run, fmt):
 
 @pytest.mark.parametrize("case", COMBINE, ids=lambda t: "_".join(map(str, t)))
 def test_shared_expert_down_fused_with_the_block_sums(fused_run, case):
-    fmt, n, k, cols, multi = case
-    check(fused_run, f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi}")
+    fmt, n, k, cols, multi, *wide = case
+    check(fused_run, f"combine_{fmt}_n{n}_k{k}_c{cols}_m{multi}" + (f"_w{wide[0]}" if wide else ""))
 
 
 @pytest.mark.parametrize("case", ROUTES, ids=lambda t: "_".join(map(str, t)))

@@ -50,7 +50,8 @@ async def main(args):
     results = {}
     for case in spec:
         kern = Kernels(gpu, pipes, step, lane_cap=case.get("lane_cap", 16), kv_format=case.get("kv", "f16"),
-                       matvec_multi_row_groups=case.get("multi_row_groups", 4096), q8_act=case.get("q8_act", True))
+                       matvec_multi_row_groups=case.get("multi_row_groups", 4096), q8_act=case.get("q8_act", True),
+                       matvec_min_groups=case.get("min_groups", 0))
         dl = DispatchList()
         k, a = case["kernel"], case
         async with GpuErrorScope(gpu, "recording " + a["name"]):
@@ -474,6 +475,9 @@ NORM_CASES = {  # name: (fmt, rows, cols, band_rows, x_base, y_base, eps, extra 
     "nmv256_f32act": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "q8_act": False}),
     "nmv128_f32w": ("f32", 37, 128, None, 32, 3, 1e-6, {"xn": True}),  # F32 weights (a router)
     "nmv2048_f32w_rows4": ("f32", 70, 2048, None, 0, 0, 1e-6, {"xn": True, "multi_row_groups": 0}),
+    # small products widened to more lanes per row (matvec_lanes; a GPU's routers): 64 lanes, 32 lanes
+    "nmv2048_f32w_wide": ("f32", 37, 2048, None, 0, 0, 1e-6, {"xn": True, "min_groups": 1 << 20}),
+    "nmv1024_wide": ("q8", 50, 1024, None, 64, 7, 1e-6, {"xn": True, "min_groups": 1 << 20}),
     # too wide to stage in f32: an rmsnorm dispatch, then the plain product
     "nmv4096_f32act": ("q8", 20, 4096, None, 64, 0, 1e-6, {"xn": True, "q8_act": False}),
 }

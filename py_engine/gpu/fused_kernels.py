@@ -9,7 +9,7 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 - shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
   expert and the residual add.
 """
-from .kernels import GpuMatrix, check_q8_cols, lanes_for, matvec_rows_per_group, xfmt
+from .kernels import GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group, xfmt
 
 
 def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
@@ -58,7 +58,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, ma
     if gate.cols != up.cols:
         raise ValueError(f"{gate.name} has {gate.cols} columns, {up.name} {up.cols}")
     nb = gate.cols // 32
-    lanes = lanes_for(nb, kern.lane_cap)
+    lanes = matvec_lanes(rows * k, nb, kern.lane_cap, kern.matvec_min_groups)
     n_exp, ids_base, w_base = topk or (0, 0, 0)
     params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, 0, label=label)
     g, u = gate.bands[0][2], up.bands[0][2]
@@ -116,7 +116,7 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
     w_down.require_whole("shexp_down_combine")
     check_q8_cols(w_down)
     nb = w_down.cols // 32
-    lanes = lanes_for(nb, kern.lane_cap)
+    lanes = matvec_lanes(w_down.rows, nb, kern.lane_cap, kern.matvec_min_groups)
     rows_per = matvec_rows_per_group(w_down.rows, lanes, kern.matvec_multi_row_groups)
     params = kern._params("4I", w_down.rows, nb, k, w_down.rows, label=label)
     consts = {"WFMT": w_down.fmt, "XFMT": xfmt(kern, w_down.fmt), "LANES": lanes, "ROWS": rows_per}

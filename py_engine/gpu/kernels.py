@@ -70,6 +70,18 @@ def lanes_for(nb: int, cap: int = 16) -> int:
     return lanes
 
 
+def matvec_lanes(rows: int, nb: int, cap: int, min_groups: int) -> int:
+    """Lanes per row of a matvec-layout product over `rows` rows (all experts' rows for a routed one) of nb blocks:
+    lanes_for(nb, cap), doubled (up to 64, within nb) while the product would launch fewer than `min_groups`
+    workgroups of 64 lanes. A small matrix (a router: 256 rows; a shared expert) otherwise runs on a few dozen
+    workgroups whose few lanes each wait on long chains of loads while most of the GPU idles."""
+    lanes = lanes_for(nb, cap)
+    while lanes * 2 <= min(nb, 64) and rows * lanes // 64 < min_groups:
+        lanes *= 2
+    return lanes
+
+
+MATVEC_MIN_GROUPS = 264  # 2 workgroups per SM on a 132-SM GPU; a CPU adapter takes 0 (every workgroup costs there)
 MATVEC_MULTI_ROW_GROUPS = 256  # 4 rows per lane group only while that still leaves this many workgroups
 Q8_MAX_COLS = 32 * 256  # x_stage_q8.wgsl stages at most 256 blocks of quantised activations per workgroup
 F32_STAGED_MAX_COLS = 4 * 512  # x_stage_f32s.wgsl stages at most 512 vec4 of f32 activations per workgroup
@@ -109,8 +121,12 @@ def attention_splits(n_ctx: int, max_splits: int = ATTENTION_MAX_SPLITS) -> int:
 
 class Kernels:
     def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16",
-                 matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS, q8_act: bool = True):
+                 matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS, q8_act: bool = True,
+                 matvec_min_groups: "int | None" = None):
         self.gpu = gpu
+        # workgroups a small product is widened to (matvec_lanes); None: by adapter
+        self.matvec_min_groups = matvec_min_groups if matvec_min_groups is not None else (
+            0 if gpu.cpu_adapter else MATVEC_MIN_GROUPS)
         self.q8_act = q8_act  # Q8_0 products quantise their input as llama.cpp does (False: f32 activations)
         self.matvec_multi_row_groups = matvec_multi_row_groups
         self.pipes = pipelines
@@ -167,8 +183,8 @@ class Kernels:
             self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label)
             x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
-        lanes = lanes_for(nb, self.lane_cap)
         for band, (row0, n, bufs) in enumerate(w.bands):
+            lanes = matvec_lanes(n, nb, self.lane_cap, self.matvec_min_groups)
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
             kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
@@ -197,7 +213,7 @@ class Kernels:
             raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
         check_q8_cols(pool)
         nb = pool.cols // 32
-        lanes = lanes_for(nb, self.lane_cap)
+        lanes = matvec_lanes(rows * k, nb, self.lane_cap, self.matvec_min_groups)
         per_row = matvec_rows_per_group(rows * k, lanes, self.matvec_multi_row_groups)
         params = self._params("5I", rows, nb, x_base, x_stride, map_base, label=label)
         bufs = pool.bands[0][2]
