@@ -1,8 +1,8 @@
 // A decode token's attention inputs in one dispatch: per q head, RMSNorm with q_norm then NeoX RoPE
 // (head_norm_rope.wgsl), read at x[h · q_stride] (q_stride = 2·hd: the query half of qwen35moe's [query | gate]
 // heads) and written to q[h · hd]; per kv head, the same with k_norm, then K and V appended to the layer's cache
-// at row step.pos (kv_append.wgsl's layout: [kv head][dim], 2 values per word). Replaces the q split, two
-// qk_norm_rope and a kv_append dispatch with the same arithmetic. Workgroups: n_head + n_kv_head, 64 lanes each.
+// at row step.pos (the cache layout of kv_append_rows.wgsl: [kv head][dim], 2 values per word). Replaces a q
+// split, two per-head norm + RoPE passes and a KV append (one dispatch each) with the same arithmetic. Workgroups: n_head + n_kv_head, 64 lanes each.
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
 struct Params {

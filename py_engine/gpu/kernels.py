@@ -238,16 +238,6 @@ class Kernels:
             self._record(dl, "embed.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.step, 2: y, **bufs},
                          (table.cols + 255) // 256, label)
 
-    def qk_norm_rope(self, dl, x, norm_w, n_heads, hd, n_rot, eps, base, x_base=0, label="qk_norm_rope"):
-        """In place on n_heads heads of hd values: RMSNorm with norm_w (None: no norm), then NeoX RoPE."""
-        if n_rot > hd or n_rot % 2 or hd > 256:
-            raise ValueError(f"bad rotary dims {n_rot} for head dim {hd} (<= 256)")
-        use_norm = norm_w is not None
-        params = self._params("IIffIIII", hd, n_rot, eps, base, x_base, int(use_norm), 0, 0)
-        norm = norm_w if use_norm else self.placeholder()
-        self._record(dl, "qk_norm_rope.wgsl", {}, {0: params, 1: self.step, 2: norm, 3: x},
-                     (n_heads, 1), label)
-
     def qk_rope_append(self, dl, x, q, q_norm, k_norm, k_cache, v_cache, n_head, n_kv_head, hd, n_rot, eps, base,
                        q_stride, k_base, v_base, label="qk_rope_append"):
         """One decode token's attention inputs in one dispatch (shaders/qk_rope_append.wgsl): q head h read at
@@ -263,11 +253,6 @@ class Kernels:
         binds = {0: params, 1: self.step, 2: q_norm if use_norm else self.placeholder(),
                  3: k_norm if use_norm else self.placeholder(), 4: x, 5: q, 6: k_cache, 7: v_cache}
         self._record(dl, "qk_rope_append.wgsl", {"KV": self.kv_format}, binds, (n_head + n_kv_head, 1), label)
-
-    def kv_append(self, dl, src, k_cache, v_cache, n, k_base, v_base, label="kv_append"):
-        params = self._params("4I", n, k_base, v_base, 0)
-        self._record(dl, "kv_append.wgsl", {"KV": self.kv_format},
-                     {0: params, 1: self.step, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, 1), label)
 
     attention_max_splits = None  # None: by adapter (ATTENTION_MAX_SPLITS; ATTENTION_CPU_SPLITS on a CPU one)
 
