@@ -51,7 +51,8 @@ def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gat
     _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in, stand_in, 0, False, label)
 
 
-def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, routed, label, topk=None):
+def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, routed, label, topk=None):
+    """route: the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base))."""
     for w in (gate, up):
         if len(w.bands) != 1:
             raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
@@ -62,7 +63,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, ma
     n_exp, ids_base, w_base = topk or (0, 0, 0)
     params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, 0, label=label)
     g, u = gate.bands[0][2], up.bands[0][2]
-    binds = {0: params, 1: x, 2: act, 3: g[3], 5: route_ids, 6: slot_map, 7: u[3]}
+    binds = {0: params, 1: x, 2: act, 3: g[3], 5: route, 6: slot_map, 7: u[3]}
     if gate.fmt == "q8":
         binds[4] = g[4]
     if up.fmt == "q8":

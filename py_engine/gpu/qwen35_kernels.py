@@ -4,7 +4,13 @@ its step uniform, its parameter buffers), like the launchers in kernels.py.
 """
 from .kernels import InputGate
 
-MAX_GDN_KEY_DIM = 256  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
+MAX_GDN_KEY_DIM = 256
+
+
+def _step_label(label: str, name: str) -> str:
+    """The label of an unfused step before the product labelled `label`: `name-<layer>` for `<product>-<layer>`."""
+    _, dash, layer = label.rpartition("-")
+    return f"{name}-{layer}" if dash and layer.isdigit() else f"{label}_{name}"  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
 
 
 def _params(kern, fmt, *values, label=""):
@@ -49,9 +55,8 @@ def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, 
         gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=eps)
         kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate)
         return
-    name, dash, layer = label.rpartition("-")
     gdn_gated_norm(kern, dl, o, norm_w, z, scratch, n_heads, dv, eps, z_base=z_base,
-                   label=f"final_output-{layer}" if dash else label + "_norm")
+                   label=_step_label(label, "final_output"))
     kern.matvec(dl, w, scratch, y, accumulate=True, label=label)
 
 
@@ -61,8 +66,7 @@ def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_outpu
     if hd % 32 == 0 and kern.can_gate_input(w):
         kern.matvec(dl, w, attn, y, accumulate=True, label=label, x_gate=InputGate("sgate", qg, hd, 2 * hd, hd))
         return
-    name, dash, layer = label.rpartition("-")
-    attn_output_gate(kern, dl, qg, attn, n_head, hd, label=f"attn_gated-{layer}" if dash else label + "_gate")
+    attn_output_gate(kern, dl, qg, attn, n_head, hd, label=_step_label(label, "attn_gated"))
     kern.matvec(dl, w, attn, y, accumulate=True, label=label)
 
 

@@ -130,7 +130,7 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     shared expert). Returns the binding of the routing weights."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
     gate, up = w["ffn_gate_exps"], w["ffn_up_exps"]
-    resident = isinstance(gate, GpuMatrix) and isinstance(up, GpuMatrix) and "route" in acts.buffers
+    resident = isinstance(gate, GpuMatrix) and isinstance(up, GpuMatrix)
     # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts
     kern.matvec(dl, w["ffn_gate_inp"], acts["h"], acts["route" if resident else "router"],
                 label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"])
