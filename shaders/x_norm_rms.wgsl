@@ -11,16 +11,17 @@ var<workgroup> norm_red: array<f32, 256>;
 fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;
   let n = nb * 32u;
-  // Four of rmsnorm.wgsl's 256 threads per lane: t, t + 64, t + 128, t + 192.
-  for (var k = 0u; k < 4u; k++) {
-    let vt = tid + k * 64u;
-    var acc = 0.0;
-    for (var i = vt; i < n; i += 256u) {
-      let v = x[xv0 + i / 4u][i % 4u];
-      acc += v * v;
-    }
-    norm_red[vt] = acc;
+  // Four of rmsnorm.wgsl's 256 threads per lane, 4t .. 4t + 3: their values are the components of every 64th
+  // vec4 from t, so the lane reads vec4s (a quarter of the loads, all independent) and keeps the same four sums.
+  var acc = vec4<f32>(0.0);
+  for (var v = tid; v < n / 4u; v += 64u) {
+    let xv = x[xv0 + v];
+    acc += xv * xv;
   }
+  norm_red[4u * tid] = acc.x;
+  norm_red[4u * tid + 1u] = acc.y;
+  norm_red[4u * tid + 2u] = acc.z;
+  norm_red[4u * tid + 3u] = acc.w;
   workgroupBarrier();
   for (var s = 128u; s > 0u; s >>= 1u) {
     for (var vt = tid; vt < s; vt += 64u) {
