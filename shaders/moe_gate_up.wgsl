@@ -39,9 +39,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   var acc = vec4<f32>(0.0);
   stage_x(lid.x, 64u, 0u, p.nb);
   if (row0 < p.rows) {
-    for (var b = lane; b < p.nb; b += LANES) {
+    // Two of the lane's blocks per step (the same additions in the same order as one at a time), so that twice
+    // the independent loads are in flight.
+    var b = lane;
+    for (; b + LANES < p.nb; b += 2u * LANES) {
       for (var i = 0u; i < ROWS; i++) {
         let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b;   // rows past the end: never written
+        let g0 = block_dot_q(blk, b);
+        let u0 = up_block_dot_q(blk, b);
+        let g1 = block_dot_q(blk + LANES, b + LANES);
+        let u1 = up_block_dot_q(blk + LANES, b + LANES);
+        acc[2u * i] += g0;
+        acc[2u * i + 1u] += u0;
+        acc[2u * i] += g1;
+        acc[2u * i + 1u] += u1;
+      }
+    }
+    for (; b < p.nb; b += LANES) {
+      for (var i = 0u; i < ROWS; i++) {
+        let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b;
         acc[2u * i] += block_dot_q(blk, b);
         acc[2u * i + 1u] += up_block_dot_q(blk, b);
       }
