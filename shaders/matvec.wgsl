@@ -31,6 +31,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
+  var y_old = vec4<f32>(0.0);   // read before the work, not after it: the load's latency then overlaps the product
+  if (ACCUMULATE && lane == 0u) {
+    for (var i = 0u; i < ROWS; i++) {
+      y_old[i] = y[p.y_base + min(row0 + i, p.rows - 1u)];
+    }
+  }
   stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
   let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
@@ -39,7 +45,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       let r = row0 + i;
       if (r < p.rows) {
         if (ACCUMULATE) {
-          y[p.y_base + r] += total[i];
+          y[p.y_base + r] = y_old[i] + total[i];
         } else {
           y[p.y_base + r] = total[i];
         }

@@ -2,7 +2,9 @@
 //   h[r] = h[r] + Σ_k route_w[k] · down[k * rows + r] + sigmoid(Σ_j gate_w[j] · xn[j]) · (W_down[r] · act)
 // (the order of moe_combine.wgsl then shared_expert_gate.wgsl, as llama.cpp adds them). The product is the matvec.wgsl
 // layout (LANES lanes per group of ROWS rows, act staged per workgroup: Q8_0 weights quantise it as llama.cpp does);
-// every workgroup computes the gate itself (n_gate MACs), so the down product and the combine are one dispatch.
+// every workgroup computes the gate itself (n_gate MACs, four neighbouring values per lane and step), so the down
+// product and the combine are one dispatch. Everything the last step adds (h, the routed experts' outputs and weights) is
+// loaded at the start, its latency hidden behind the gate, the staging and the product.
 struct Params { rows: u32, nb: u32, k: u32, n_gate: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: the shared expert's SwiGLU output
@@ -20,11 +22,17 @@ const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 #include "row_reduce4.wgsl"
 
 var<workgroup> gate_red: array<f32, 64>;
+var<workgroup> down_terms: array<vec4<f32>, 64>;   // lane j of a group: routed expert j's outputs for its rows
+var<workgroup> route_terms: array<f32, 64>;        // lane j of a group: routed expert j's weight
 
 fn shared_gate(t: u32) -> f32 {
   var acc = 0.0;
-  for (var j = t; j < p.n_gate; j += 64u) {
-    acc += gate_w[j] * xn[j];
+  for (var j = 4u * t; j < p.n_gate; j += 256u) {
+    for (var c = 0u; c < 4u; c++) {   // a constant count: unrolled, the loads issued together
+      if (j + c < p.n_gate) {
+        acc += gate_w[j + c] * xn[j + c];
+      }
+    }
   }
   gate_red[t] = acc;
   workgroupBarrier();
@@ -42,6 +50,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
+  var h_old = vec4<f32>(0.0);
+  if (lane < p.k) {   // lanes k < p.k fetch routed expert k's terms (the barriers below publish them)
+    var d = vec4<f32>(0.0);
+    for (var i = 0u; i < ROWS; i++) {
+      d[i] = down[lane * p.rows + min(row0 + i, p.rows - 1u)];
+    }
+    down_terms[lid.x] = d;
+    route_terms[lid.x] = route_w[lane];
+  }
+  if (lane == 0u) {
+    for (var i = 0u; i < ROWS; i++) {
+      h_old[i] = h[min(row0 + i, p.rows - 1u)];
+    }
+  }
   let gate = shared_gate(lid.x);
   stage_x(lid.x, 64u, 0u, p.nb);
   let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
@@ -52,9 +74,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       if (r < p.rows) {
         var routed = 0.0;
         for (var k = 0u; k < p.k; k++) {
-          routed += route_w[k] * down[k * p.rows + r];
+          if (k < LANES) {
+            routed += route_terms[lid.x + k] * down_terms[lid.x + k][i];
+          } else {
+            routed += route_w[k] * down[k * p.rows + r];
+          }
         }
-        h[r] = h[r] + routed + gate * total[i];
+        h[r] = h_old[i] + routed + gate * total[i];
       }
     }
   }
