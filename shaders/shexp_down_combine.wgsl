@@ -21,7 +21,7 @@ const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 #include "row_reduce4.wgsl"
 
-var<workgroup> gate_red: array<f32, 64>;
+#include "sum64.wgsl"
 var<workgroup> down_terms: array<vec4<f32>, 64>;   // lane j of a group: routed expert j's outputs for its rows
 var<workgroup> route_terms: array<f32, 64>;        // lane j of a group: routed expert j's weight
 
@@ -34,15 +34,7 @@ fn shared_gate(t: u32) -> f32 {
       }
     }
   }
-  gate_red[t] = acc;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      gate_red[t] += gate_red[t + s];
-    }
-    workgroupBarrier();
-  }
-  return 1.0 / (1.0 + exp(-gate_red[0]));
+  return 1.0 / (1.0 + exp(-workgroup_sum64(acc, t)));
 }
 
 @compute @workgroup_size(64)
