@@ -8,7 +8,7 @@ accumulation, row views of a stacked matrix (GpuMatrix.row_view: the weight rows
 experts with no, one, a few and more than a tile of picks, masked and absent experts.
 Each runs for Q8_0 weights in Q8_0-activation mode ("q8": the int8 tile, shaders/gemm_tile_q8.wgsl; the reference
 quantises x as llama.cpp does), Q8_0 weights with f32 activations ("q8f") and F32 weights (both: gemm_tile_f32.wgsl).
-The int8 tile also gets rows already fake-quantised (what quantize_rows writes: the same product) and rows with
+The int8 tile also gets rows already fake-quantised (as fake_quantize_q8_0 writes them: the same product) and rows with
 zero blocks, f16-subnormal and large scales and a dominant value.
 """
 import json
@@ -138,7 +138,7 @@ class Cases:
 
     def x_rows(self, shape, kind):
         """Activation rows: "random", "mixed" (a zero block, blocks with an f16-subnormal or a large scale, a
-        dominant value) or "prequant" (mixed, already fake-quantised as quantize_rows writes it)."""
+        dominant value) or "prequant" (mixed, already fake-quantised)."""
         x = self.rng.standard_normal(shape).astype(np.float32)
         if kind != "random":
             blocks = x.reshape(-1, shape[-1] // 32, 32)
@@ -215,7 +215,7 @@ def tile_run(tmp_path_factory):
         c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
         c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
         c.experts(f"e_{tag}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2], **kw)
-        if act == "q8" and fmt == "q8":  # quantisation edge values, raw and already quantised by quantize_rows
+        if act == "q8" and fmt == "q8":  # quantisation edge values, raw and already quantised
             c.gemm(f"g_{tag}_mixed", fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="mixed", **kw)
             c.gemm(f"g_{tag}_prequant", fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="prequant", **kw)
     (d / "spec.json").write_text(json.dumps(c.spec))

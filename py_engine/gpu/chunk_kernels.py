@@ -1,10 +1,9 @@
 """Launchers of the prefill-chunk kernels (shaders/gemm.wgsl, expert_gemm.wgsl, moe_group.wgsl, *_rows.wgsl,
-gdn_*_chunk.wgsl, quantize_rows.wgsl): like kernels.py, each records dispatches into a DispatchList through a `Kernels` instance (its
+gdn_*_chunk.wgsl): like kernels.py, each records dispatches into a DispatchList through a `Kernels` instance (its
 pipelines and parameter buffers). Every dispatch is sized for the recorded chunk of T rows; the chunk uniform
 (shaders/chunk.wgsl: rows in use n <= T, position of row 0) is written once per chunk, so one recorded list
 serves every chunk, the last short one included.
 """
-from .commands import split_groups
 from .kernels import GpuMatrix, xfmt
 
 GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile_{f32,q8}.wgsl
@@ -55,7 +54,7 @@ class ChunkKernels:
         """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
         row band). W may be a row view of a stacked matrix (its row_base goes to the shader). In Q8_0-activation
         mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
-        rounding, so raw rows and rows quantize_rows already rounded give the same product)."""
+        rounding, so raw rows and rows already rounded that way give the same product)."""
         nb = w.cols // 32
         cpu = self.kern.gpu.cpu_adapter
         for row0, n, bufs in w.bands:
@@ -66,20 +65,6 @@ class ChunkKernels:
             self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt), "TILE_TN": tt // 16},
                       {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
         self.flops += 2 * w.rows * w.cols * self.T
-
-    def quantize_rows(self, dl, x, y, cols, row_mult=1, x_stride=None, x_base=0, y_stride=None, y_base=0,
-                      label="quantize_rows"):
-        """y = x fake-quantised to Q8_0 per 32 values (shaders/quantize_rows.wgsl: what the decode's Q8_0 products
-        and llama.cpp do to a Q8_0 matrix's input) over the chunk's used rows, row_mult rows per token; row r reads
-        x[r·x_stride + x_base ..] and writes y[r·y_stride + y_base ..] (strides default to cols)."""
-        if cols % 32:
-            raise ValueError(f"{label}: Q8_0 activation rows need a multiple of 32 values, got {cols}")
-        nb = cols // 32
-        x_stride = cols if x_stride is None else x_stride
-        y_stride = cols if y_stride is None else y_stride
-        params = self.kern._params("8I", nb, row_mult, x_base, x_stride, y_base, y_stride, 0, 0, label=label)
-        groups = split_groups((self.T * row_mult * nb + 63) // 64)
-        self._rec(dl, "quantize_rows.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: y}, groups, label)
 
     def expert_gemm(self, dl, pool, rows, k, x, y, grouped, slot_map, map_base, n_exp, mask, x_stride, x_div,
                     pool_buffers=None, layout=None, label=""):
