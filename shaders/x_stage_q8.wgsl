@@ -10,7 +10,7 @@ var<workgroup> xq_codes: array<vec4<u32>, 512>;   // 2 per block: 32 int8 codes
 var<workgroup> xq_scale: array<f32, 256>;         // d_x per block
 var<private> x_v0: u32;                           // x's first vec4 (read directly by F32 weights)
 
-#include "round_f16.wgsl"
+#include "q8_block.wgsl"
 
 fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {
   x_v0 = xv0;
@@ -27,22 +27,10 @@ fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {
 // Quantise the 32 values v of block b into the staging arrays (callers other than stage_x, such as the fused
 // RMSNorm of x_norm_rms.wgsl, stage values they computed themselves, then barrier).
 fn x_store_block(b: u32, v: array<vec4<f32>, 8>) {
-  var amax = 0.0;
-  for (var i = 0u; i < 8u; i++) {
-    let a = abs(v[i]);
-    amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-  }
-  var inv = 0.0;
-  if (amax > 0.0) {
-    inv = 127.0 / amax;
-  }
-  var q: array<u32, 8>;
-  for (var i = 0u; i < 8u; i++) {
-    q[i] = pack4xI8(vec4<i32>(round(v[i] * inv)));
-  }
-  xq_codes[2u * b] = vec4<u32>(q[0], q[1], q[2], q[3]);
-  xq_codes[2u * b + 1u] = vec4<u32>(q[4], q[5], q[6], q[7]);
-  xq_scale[b] = round_to_f16(amax / 127.0);
+  let q = q8_block(v);
+  xq_codes[2u * b] = vec4<u32>(q.codes[0], q.codes[1], q.codes[2], q.codes[3]);
+  xq_codes[2u * b + 1u] = vec4<u32>(q.codes[4], q.codes[5], q.codes[6], q.codes[7]);
+  xq_scale[b] = q.d;
 }
 
 // x as is, for an F32 part of a fused pair (its weights multiply unquantised activations, as llama.cpp's do).

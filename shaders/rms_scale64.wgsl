@@ -1,0 +1,26 @@
+// 1 / sqrt(mean(x²) + eps) over n values of x from vec4 xv0 (n % 4 == 0), by a workgroup of 64 lanes, with
+// rmsnorm.wgsl's arithmetic: its 256 threads' strided partial sums, then the same tree, so every kernel that
+// normalises this way gives rmsnorm.wgsl's bits. Lane t plays threads 4t .. 4t + 3: their values are the
+// components of every 64th vec4 from t, so it reads vec4s (a quarter of the loads, all independent) and keeps the
+// same four sums. The includer declares `x: array<vec4<f32>>`; every lane must call it (barriers).
+var<workgroup> norm_red: array<f32, 256>;
+
+fn rms_scale64(tid: u32, xv0: u32, n: u32, eps: f32) -> f32 {
+  var acc = vec4<f32>(0.0);
+  for (var v = tid; v < n / 4u; v += 64u) {
+    let xv = x[xv0 + v];
+    acc += xv * xv;
+  }
+  norm_red[4u * tid] = acc.x;
+  norm_red[4u * tid + 1u] = acc.y;
+  norm_red[4u * tid + 2u] = acc.z;
+  norm_red[4u * tid + 3u] = acc.w;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    for (var vt = tid; vt < s; vt += 64u) {
+      norm_red[vt] += norm_red[vt + s];
+    }
+    workgroupBarrier();
+  }
+  return 1.0 / sqrt(norm_red[0] / f32(n) + eps);
+}
