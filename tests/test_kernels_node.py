@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is no
 
 # Runs inside Pyodide: reads inputs/<name>.bin, runs each case, writes outputs/<name>.bin.
 NODE_CODE = KERNEL_HARNESS + r'''
+from py_engine.gpu.kernels import q8_input_words
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -63,6 +64,10 @@ async def main(args):
                 if a.get("two_step"):  # the unfused reference: rmsnorm into xn, then the plain product of xn
                     kern.rmsnorm(dl, buf(a["x"]), norm[0], xn, a["cols"], norm[1], x_base=a["x_base"])
                     kern.matvec(dl, w, xn, y, 0, a["y_base"], a.get("accumulate", False))
+                elif a.get("prequant"):  # the norm also writes xn quantised; the product reads that as is
+                    xq = out(a["xq"], q8_input_words(a["cols"]) * 4)
+                    kern.rmsnorm(dl, buf(a["x"]), norm[0], xn, a["cols"], norm[1], x_base=a["x_base"], xq=xq)
+                    kern.matvec(dl, w, xq, y, 0, a["y_base"], a.get("accumulate", False), x_q8=True)
                 elif a.get("expect_error"):
                     try:
                         kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], norm=norm, xn_out=xn)
@@ -461,7 +466,9 @@ def test_argmax_ties_to_lower_index(kernel_run):
 
 
 # --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
-# Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product.
+# Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product; Q8_0
+# cases with Q8_0 activations a third ("<name>_3"): rmsnorm writing xn and its quantised copy, then the product
+# reading the copy (x_stage_q8pre.wgsl: what the output head does).
 NORM_CASES = {  # name: (fmt, rows, cols, band_rows, x_base, y_base, eps, extra case fields)
     "nmv32": ("q8", 40, 32, None, 32, 5, 0.5, {"xn": True}),  # a large eps: a dropped eps shows
     "nmv256_bands": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "lane_cap": 4}),
@@ -510,7 +517,7 @@ def norm_run(tmp_path_factory):
         if extra.get("accumulate"):
             y += y0[y_base:]
         ref[name] = (y, xn, y0)
-        for twin in ("", "_2"):
+        for twin in ("", "_2", "_3") if q8 else ("", "_2"):
             case = dict(name=name + twin, kernel="matvec", fmt=fmt, w="w_" + name, rows=rows, cols=cols,
                         band_rows=band_rows, x="nx", y="y_" + name + twin, y_len=y_len, x_base=x_base,
                         y_base=y_base, nw="nw_" + name, eps=eps, outputs=["y_" + name + twin])
@@ -521,6 +528,10 @@ def norm_run(tmp_path_factory):
                 case["xn"] = "xn_" + name + twin
                 case["outputs"].append(case["xn"])
             case["two_step"] = twin == "_2"
+            case["prequant"] = twin == "_3"
+            if twin == "_3":
+                case["xq"] = "xq_" + name
+                case["outputs"].append(case["xq"])
             c.add(**case)
     # the fallback cannot fuse: without xn_out it must refuse rather than read an unnormalised x
     c.add(name="nmv_f32act_no_xn", kernel="matvec", fmt="q8", w="w_nmv4096_f32act", rows=20, cols=4096,
@@ -551,6 +562,23 @@ def test_matvec_fused_rmsnorm(norm_run, name):
         xn2 = c.out(name + "_2", "xn_" + name + "_2")[:cols]  # rmsnorm.wgsl's output
         np.testing.assert_allclose(xn, xn2, rtol=1e-6, atol=1e-7)
         close(xn, xn_ref, rtol=1e-5, atol=1e-6)
+    if fmt == "q8" and extra.get("q8_act", True):
+        # the input quantised ahead: xn as rmsnorm.wgsl writes it, its codes and scales ggml's, the product the same
+        y3 = c.out(name + "_3", "y_" + name + "_3")
+        xn3 = c.out(name + "_3", "xn_" + name + "_3")[:cols]
+        np.testing.assert_allclose(xn3, c.out(name + "_2", "xn_" + name + "_2")[:cols], rtol=1e-6, atol=1e-7)
+        words = c.out(name + "_3", "xq_" + name, np.uint32)
+        nb = cols // 32
+        codes = words[:8 * nb].view(np.int8).astype(np.float32).reshape(nb, 32)
+        scales = words[8 * nb:9 * nb].view(np.float32)
+        want = fq(xn3).reshape(nb, 32)
+        got = codes * scales[:, None]
+        # a code at an exact .5 tie may round one step apart where the device's division differs in the last bit
+        off = got != want
+        assert off.mean() < 0.01, off.sum()
+        np.testing.assert_allclose(np.abs(got - want)[off], np.broadcast_to(scales[:, None], off.shape)[off], rtol=1e-6)
+        close(y3[y_base:y_base + rows], y2[y_base:y_base + rows], rtol=1e-4, atol=2e-3)
+        close(y3[y_base:y_base + rows], y_ref, rtol=1e-4, atol=2e-3)
 
 
 def test_matvec_norm_fallback_needs_xn_out(norm_run):
@@ -581,6 +609,8 @@ def test_shader_loader_includes_and_constants(tmp_path):
     ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms"}),
     ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "gated"}),
     ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "true", "NORM": "sgate"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8pre", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none"}),
+    ("rmsnorm_q8.wgsl", {}),
     ("qk_rope_append.wgsl", {"KV": "f16"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1}),
     ("moe_matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4}),

@@ -23,7 +23,7 @@ from ..models.chunk_plan import record_chunk
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
 # mixer inputs
-SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
+SKIP = ("logits", "argmax", "xq", "dn_in", "attn_in", "route")
 
 
 def chunk_buffer_sizes(model, T: int) -> list:

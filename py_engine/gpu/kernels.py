@@ -87,6 +87,12 @@ Q8_MAX_COLS = 32 * 256  # x_stage_q8.wgsl stages at most 256 blocks of quantised
 F32_STAGED_MAX_COLS = 4 * 512  # x_stage_f32s.wgsl stages at most 512 vec4 of f32 activations per workgroup
 
 
+def q8_input_words(cols: int) -> int:
+    """4-byte words of a Q8_0 product's input quantised ahead (rmsnorm_q8.wgsl): 8 words of codes and one scale per
+    32 values, rounded up to whole vec4s."""
+    return ((cols // 32) * 9 + 3) // 4 * 4
+
+
 def matvec_rows_per_group(rows: int, lanes: int, min_groups: int = MATVEC_MULTI_ROW_GROUPS) -> int:
     """Rows one lane group of matvec.wgsl computes: 4 for tall matrices (each workgroup quantises its x once, so
     fewer, fuller workgroups waste less), 1 where fewer workgroups would leave the GPU's cores idle."""
@@ -152,7 +158,7 @@ class Kernels:
         dl.dispatch(pipe, bg, gx, gy, 1, label)
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
-               xn_out=None, x_gate: "InputGate | None" = None):
+               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False):
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
 
         norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
@@ -162,9 +168,14 @@ class Kernels:
         copy in workgroup memory (x_stage_f32s.wgsl). Wider f32 products fall back to an rmsnorm dispatch into
         xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
         dispatch; must not be x). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
-        where can_gate_input(w))."""
+        where can_gate_input(w)). x_q8: x is the input already quantised by rmsnorm(xq=...) (only where
+        takes_q8_input(w); x_base in vec4s), read as is by every workgroup (shaders/x_stage_q8pre.wgsl)."""
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
+        if x_q8:
+            if norm is not None or x_gate is not None or not self.takes_q8_input(w):
+                raise ValueError(f"{w.name}: a quantised input only for a plain Q8_0-activation product")
+            act = "q8pre"
         if x_gate is not None:
             if norm is not None or not self.can_gate_input(w):
                 raise ValueError(f"{w.name}: no fused {x_gate.kind} input here (check can_gate_input first)")
@@ -194,7 +205,7 @@ class Kernels:
             g = x_gate or InputGate("none", None, 0, 0, 0)
             params = self._params("4IfI3I3I", n, nb, x_base, y_base + row0, eps, int(write_xn), g.group, g.g_base,
                                   g.g_stride, 0, 0, 0, label=label)
-            bindings = {0: params, 1: x, 2: y, **bufs}
+            bindings = {0: params, 2: y, **bufs, **({7: x} if x_q8 else {1: x})}
             if norm is not None:
                 bindings[5] = norm[0]
                 bindings[6] = xn_out if write_xn else self.placeholder()  # declared; written only when asked
@@ -228,9 +239,22 @@ class Kernels:
         staged quantised) or an f32 one narrow enough to stage as f32 (x_stage_f32s.wgsl)."""
         return xfmt(self, w.fmt) == "q8" or w.cols <= F32_STAGED_MAX_COLS
 
-    def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm"):
-        params = self._params("IfII", n, eps, x_base, y_base)
-        self._record(dl, "rmsnorm.wgsl", {}, {0: params, 1: x, 2: w, 3: y}, (rows, 1), label)
+    def takes_q8_input(self, w: GpuMatrix) -> bool:
+        """Whether matvec can read w's input quantised ahead (x_q8): w multiplies Q8_0 activations."""
+        return xfmt(self, w.fmt) == "q8"
+
+    def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm", xq=None):
+        """y = rmsnorm(x) * w per row of n values. xq: one row only; y is also written quantised per 32-block into
+        xq (q8_input_words(n) words) for a following matvec(x_q8=True) (shaders/rmsnorm_q8.wgsl, the same y)."""
+        if xq is None:
+            params = self._params("IfII", n, eps, x_base, y_base)
+            self._record(dl, "rmsnorm.wgsl", {}, {0: params, 1: x, 2: w, 3: y}, (rows, 1), label)
+            return
+        if rows != 1 or n % 32 or x_base % 4 or y_base % 4:
+            raise ValueError(f"{label}: a norm writing a quantised copy takes one row of whole 32-blocks at vec4 "
+                             f"offsets (rows {rows}, n {n}, x_base {x_base}, y_base {y_base})")
+        params = self._params("IfII", n, eps, x_base // 4, y_base // 4)
+        self._record(dl, "rmsnorm_q8.wgsl", {}, {0: params, 1: x, 2: w, 3: y, 4: xq}, (1, 1), label)
 
     def embed(self, dl, table: GpuMatrix, y, label="embed"):
         for row0, n, bufs in table.bands:

@@ -4,7 +4,7 @@
 Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
 """
 from ..gpu.buffers import storage_buffer
-from ..gpu.kernels import GpuMatrix, xfmt
+from ..gpu.kernels import GpuMatrix, q8_input_words, xfmt
 from ..gpu.fused_kernels import moe_gate_up, moe_route_gate_up
 
 
@@ -148,3 +148,22 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     if combine:
         kern.moe_combine(dl, weights, acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
     return weights
+
+
+def output_buffers(cfg) -> list:
+    """(name, f32 values) of the work buffers record_output uses beyond h and xn."""
+    return [("xq", q8_input_words(cfg.n_embd)), ("logits", cfg.n_vocab), ("argmax", 2)]
+
+
+def record_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):
+    """The final norm, the output head and the logits' argmax. Where the head multiplies Q8_0 activations, the
+    norm's dispatch also writes them quantised (acts["xq"]) and the head reads that as is: its ~15k workgroups
+    (a 248k vocabulary) would otherwise each quantise the same 2048 values."""
+    if kern.takes_q8_input(output):
+        kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, xq=acts["xq"],
+                     label="result_norm")
+        kern.matvec(dl, output, acts["xq"], acts["logits"], x_q8=True, label="result_output")
+    else:
+        kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, label="result_norm")
+        kern.matvec(dl, output, acts["xn"], acts["logits"], label="result_output")
+    kern.argmax(dl, acts["logits"], acts["argmax"], cfg.n_vocab, label="argmax")

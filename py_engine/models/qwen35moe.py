@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..gpu.fused_kernels import ffn_gate_up, route_layout, shexp_down_combine
 from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv, gdn_recurrent
-from .common import arch_value, load_projections, record_products, record_routed_moe
+from .common import arch_value, load_projections, output_buffers, record_output, record_products, record_routed_moe
 
 
 def rope_pairs_all_rotate(sections, n_rot: int) -> bool:
@@ -148,7 +148,7 @@ class Qwen35Moe:
                 ("gate", k * c.n_ff_exp),
                 ("up", k * c.n_ff_exp), ("act", k * c.n_ff_exp), ("down", k * e),
                 ("shexp_gate", c.n_ff_shexp), ("shexp_up", c.n_ff_shexp), ("shexp_act", c.n_ff_shexp),
-                ("shexp_out", e), ("logits", c.n_vocab), ("argmax", 2)]
+                ("shexp_out", e)] + output_buffers(c)
         for i, rec in enumerate(c.recurrent):
             if rec:
                 bufs += [(f"conv_window.{i}", (c.ssm_conv_kernel - 1) * c.conv_channels),
@@ -223,9 +223,7 @@ class Qwen35Moe:
                 self._record_gated_attention(kern, dl, acts, w, i, cache)
             route_w = record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, combine=False)
             self._record_shared_expert(kern, dl, acts, w, i, route_w)
-        kern.rmsnorm(dl, acts["h"], self.output_norm, acts["xn"], c.n_embd, c.rms_eps, label="result_norm")
-        kern.matvec(dl, self.output, acts["xn"], acts["logits"], label="result_output")
-        kern.argmax(dl, acts["logits"], acts["argmax"], c.n_vocab, label="argmax")
+        record_output(kern, dl, acts, self.output_norm, self.output, c)
 
     def _record_gated_attention(self, kern, dl, acts, w, i, cache):
         """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)) of attn_norm(h) (fused into

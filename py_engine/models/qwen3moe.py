@@ -9,7 +9,7 @@ No shared expert; top-k weights are always renormalised.
 from dataclasses import dataclass
 
 from ..gpu.fused_kernels import route_layout
-from .common import arch_value, load_projections, record_attention, record_routed_moe
+from .common import arch_value, load_projections, output_buffers, record_attention, record_output, record_routed_moe
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Qwen3Moe:
                 ("route_w", c.n_expert_used), ("route", route_layout(c.n_expert, c.n_expert_used)[2]),
                 ("gate", c.n_expert_used * c.n_ff_exp),
                 ("up", c.n_expert_used * c.n_ff_exp), ("act", c.n_expert_used * c.n_ff_exp),
-                ("down", c.n_expert_used * c.n_embd), ("logits", c.n_vocab), ("argmax", 2)]
+                ("down", c.n_expert_used * c.n_embd)] + output_buffers(c)
 
     def load(self, loader):
         """Upload the dense trunk and (for now) every layer's experts as that layer's pool."""
@@ -107,6 +107,4 @@ class Qwen3Moe:
         for i, w in enumerate(self.layers):
             record_attention(kern, dl, acts, w, i, cache, c)
             record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c)
-        kern.rmsnorm(dl, acts["h"], self.output_norm, acts["xn"], c.n_embd, c.rms_eps, label="result_norm")
-        kern.matvec(dl, self.output, acts["xn"], acts["logits"], label="result_output")
-        kern.argmax(dl, acts["logits"], acts["argmax"], c.n_vocab, label="argmax")
+        record_output(kern, dl, acts, self.output_norm, self.output, c)
