@@ -169,7 +169,7 @@ class Kernels:
         xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
         dispatch; must not be x). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
         where can_gate_input(w)). x_q8: x is the input already quantised by rmsnorm(xq=...) (only where
-        takes_q8_input(w); x_base in vec4s), read as is by every workgroup (shaders/x_stage_q8pre.wgsl)."""
+        takes_q8_input(w); x_base a multiple of 4), read as is by every workgroup (shaders/x_stage_q8pre.wgsl)."""
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
         if x_q8:
