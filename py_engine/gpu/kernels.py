@@ -173,8 +173,9 @@ class Kernels:
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
         if x_q8:
-            if norm is not None or x_gate is not None or not self.takes_q8_input(w):
-                raise ValueError(f"{w.name}: a quantised input only for a plain Q8_0-activation product")
+            if norm is not None or x_gate is not None or not self.takes_q8_input(w) or x_base % 4:
+                raise ValueError(f"{w.name}: a quantised input only for a plain Q8_0-activation product, at a "
+                                 f"vec4 offset")
             act = "q8pre"
         if x_gate is not None:
             if norm is not None or not self.can_gate_input(w):
