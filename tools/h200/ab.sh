@@ -8,13 +8,13 @@ set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
 L=$1; A=$2; B=$3; PAIRS=${4:-2}; DEST=${OUT:-$PWD}
 source .gpu-carry/setup_env.sh
-for n in "$A" "$B"; do rm -rf "/tmp/ab-$n" && mkdir -p "/tmp/ab-$n" && tar xzf ".gpu-carry/$n.tar.gz" -C "/tmp/ab-$n"; done
+for n in "$A" "$B"; do rm -rf "$T/ab-$n" && mkdir -p "$T/ab-$n" && tar xzf ".gpu-carry/$n.tar.gz" -C "$T/ab-$n"; done
 M="$MODELS/real$L-qwen35moe.gguf"
 [ -f "$M.done" ] || { python3 .gpu-carry/make_tiny.py --arch qwen35moe --preset real --layers "$L" --out "$M" \
   > "$DEST/gen.log" 2>&1 && touch "$M.done"; }
 echo "$(el) model ready: $M"
 bench() {  # snapshot, output name, extra bench flags
-  (cd "/tmp/ab-$1" && PYTHONPATH="$T/site:/tmp/ab-$1" timeout 60 python3 -m diskformer.cli bench --model "$M" \
+  (cd "$T/ab-$1" && PYTHONPATH="$T/site:$T/ab-$1" timeout 60 python3 -m diskformer.cli bench --model "$M" \
      --budgets all "${@:3}" > "$DEST/$2.txt" 2>&1)
   local rc=$?
   echo "$(el) $2 rc=$rc"; grep -E "decode tok/s|replays|prefill tok/s|busy" "$DEST/$2.txt" | grep -v '^{'
