@@ -8,7 +8,8 @@ struct Params { dv: u32, eps: f32, z_base: u32, pad: u32 }
 @group(0) @binding(3) var<storage, read> z: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-#include "sum64.wgsl"
+const SUM_LANES: u32 = 64u;
+#include "workgroup_sum.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -19,7 +20,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let v = o[b + j];
     acc += v * v;
   }
-  let inv = 1.0 / sqrt(workgroup_sum64(acc, t) / f32(p.dv) + p.eps);
+  let inv = 1.0 / sqrt(workgroup_sum(acc, t) / f32(p.dv) + p.eps);
   for (var j = t; j < p.dv; j += 64u) {
     let g = z[p.z_base + b + j];
     y[b + j] = o[b + j] * inv * w[j] * (g / (1.0 + exp(-g)));

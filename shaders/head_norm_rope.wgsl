@@ -3,7 +3,8 @@
 // NeoX pairs dims (i, i + n_rot/2) with angle pos * base^(-2i/n_rot) (llama.cpp rope mode NEOX, no YaRN scaling);
 // dims >= n_rot keep the normed value. The includer defines norm_weight(i) and runs 64 lanes.
 var<workgroup> hv: array<f32, 256>;
-#include "sum64.wgsl"
+const SUM_LANES: u32 = 64u;
+#include "workgroup_sum.wgsl"
 
 const TWO_PI_HI: f32 = 6.28318548202514648;   // f32(2π)
 const TWO_PI_LO: f32 = -1.74845553e-7;        // 2π - f32(2π)
@@ -25,7 +26,7 @@ fn norm_rope_head(t: u32, hd: u32, n_rot: u32, eps: f32, base: f32, use_norm: bo
       let v = hv[i];
       acc += v * v;
     }
-    inv = 1.0 / sqrt(workgroup_sum64(acc, t) / f32(hd) + eps);
+    inv = 1.0 / sqrt(workgroup_sum(acc, t) / f32(hd) + eps);
   }
   let half = n_rot / 2u;
   for (var i = t; i < half; i += 64u) {

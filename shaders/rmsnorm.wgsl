@@ -6,7 +6,8 @@ struct Params { n: u32, eps: f32, x_base: u32, y_base: u32 }
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
-var<workgroup> red: array<f32, 256>;
+const SUM_LANES: u32 = 256u;
+#include "workgroup_sum.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -18,15 +19,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let v = x[xb + i];
     acc += v * v;
   }
-  red[t] = acc;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      red[t] += red[t + s];
-    }
-    workgroupBarrier();
-  }
-  let inv = 1.0 / sqrt(red[0] / f32(p.n) + p.eps);
+  let inv = 1.0 / sqrt(workgroup_sum(acc, t) / f32(p.n) + p.eps);
   for (var i = t; i < p.n; i += 256u) {
     y[yb + i] = x[xb + i] * inv * w[i];
   }

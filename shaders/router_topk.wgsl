@@ -11,6 +11,8 @@ struct Params { n_exp: u32, k: u32, renorm: u32, pad: u32 }
 var<workgroup> val: array<f32, 256>;
 var<workgroup> idx: array<u32, 256>;
 var<workgroup> picked: array<f32, 64>;
+const SUM_LANES: u32 = 256u;
+#include "workgroup_sum.wgsl"
 
 // Tree reduction of (val, idx) to position 0: max by value, ties to the lower index.
 fn reduce_max(t: u32) {
@@ -46,16 +48,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (t < p.n_exp) {
     e = exp(v - mx);
   }
-  val[t] = e;
-  workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      val[t] += val[t + s];
-    }
-    workgroupBarrier();
-  }
-  let total = val[0];
-  workgroupBarrier();
+  let total = workgroup_sum(e, t);
   // Unused lanes get -1 so they are never picked (probabilities are >= 0).
   var prob = -1.0;
   if (t < p.n_exp) {

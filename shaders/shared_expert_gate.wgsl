@@ -9,7 +9,7 @@ struct Params { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(3) var<storage, read> y: array<f32>;
 @group(0) @binding(4) var<storage, read_write> h: array<f32>;
 
-var<workgroup> red: array<f32, 256>;
+const SUM_LANES: u32 = 256u;
 #include "shexp_gate.wgsl"
 
 @compute @workgroup_size(256)

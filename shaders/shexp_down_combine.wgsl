@@ -21,7 +21,8 @@ const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 #include "row_reduce4.wgsl"
 
-#include "sum64.wgsl"
+const SUM_LANES: u32 = 64u;
+#include "workgroup_sum.wgsl"
 var<workgroup> down_terms: array<vec4<f32>, 64>;   // lane j of a group: routed expert j's outputs for its rows
 var<workgroup> route_terms: array<f32, 64>;        // lane j of a group: routed expert j's weight
 
@@ -34,7 +35,7 @@ fn shared_gate(t: u32) -> f32 {
       }
     }
   }
-  return 1.0 / (1.0 + exp(-workgroup_sum64(acc, t)));
+  return 1.0 / (1.0 + exp(-workgroup_sum(acc, t)));
 }
 
 @compute @workgroup_size(64)
