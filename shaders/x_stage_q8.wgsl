@@ -42,7 +42,6 @@ fn x4(v: u32) -> vec4<f32> {
 fn xq_dot(c0: vec4<u32>, c1: vec4<u32>, b: u32, d_w: f32) -> f32 {
   let q0 = xq_codes[2u * b];
   let q1 = xq_codes[2u * b + 1u];
-  let s = dot4I8Packed(c0.x, q0.x) + dot4I8Packed(c0.y, q0.y) + dot4I8Packed(c0.z, q0.z) + dot4I8Packed(c0.w, q0.w)
-        + dot4I8Packed(c1.x, q1.x) + dot4I8Packed(c1.y, q1.y) + dot4I8Packed(c1.z, q1.z) + dot4I8Packed(c1.w, q1.w);
+  let s = dot_codes32(c0, c1, q0, q1);
   return (d_w * xq_scale[b]) * f32(s);
 }

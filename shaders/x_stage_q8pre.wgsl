@@ -4,6 +4,8 @@
 // xq (binding 7, in place of x) holds, from vec4 xv0: 2 vec4 of codes per block, then the nb block scales (f32
 // bits), 4 per vec4. Only Q8_0 weights read it (xq_dot); there is no f32 view.
 @group(0) @binding(7) var<storage, read> xq: array<vec4<u32>>;
+#include "q8_block.wgsl"
+
 var<private> x_v0: u32;
 var<private> x_nb: u32;
 
@@ -16,7 +18,6 @@ fn xq_dot(c0: vec4<u32>, c1: vec4<u32>, b: u32, d_w: f32) -> f32 {
   let q0 = xq[x_v0 + 2u * b];
   let q1 = xq[x_v0 + 2u * b + 1u];
   let d_x = bitcast<f32>(xq[x_v0 + 2u * x_nb + b / 4u][b % 4u]);
-  let s = dot4I8Packed(c0.x, q0.x) + dot4I8Packed(c0.y, q0.y) + dot4I8Packed(c0.z, q0.z) + dot4I8Packed(c0.w, q0.w)
-        + dot4I8Packed(c1.x, q1.x) + dot4I8Packed(c1.y, q1.y) + dot4I8Packed(c1.z, q1.z) + dot4I8Packed(c1.w, q1.w);
+  let s = dot_codes32(c0, c1, q0, q1);
   return (d_w * d_x) * f32(s);
 }

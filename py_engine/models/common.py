@@ -159,11 +159,8 @@ def record_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):
     """The final norm, the output head and the logits' argmax. Where the head multiplies Q8_0 activations, the
     norm's dispatch also writes them quantised (acts["xq"]) and the head reads that as is: its ~15k workgroups
     (a 248k vocabulary) would otherwise each quantise the same 2048 values."""
-    if kern.takes_q8_input(output):
-        kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, xq=acts["xq"],
-                     label="result_norm")
-        kern.matvec(dl, output, acts["xq"], acts["logits"], x_q8=True, label="result_output")
-    else:
-        kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, label="result_norm")
-        kern.matvec(dl, output, acts["xn"], acts["logits"], label="result_output")
+    xq = acts["xq"] if kern.takes_q8_input(output) else None
+    kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, xq=xq, label="result_norm")
+    kern.matvec(dl, output, acts["xn"] if xq is None else xq, acts["logits"], x_q8=xq is not None,
+                label="result_output")
     kern.argmax(dl, acts["logits"], acts["argmax"], cfg.n_vocab, label="argmax")
