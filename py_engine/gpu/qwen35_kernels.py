@@ -4,13 +4,13 @@ its step uniform, its parameter buffers), like the launchers in kernels.py.
 """
 from .kernels import InputGate
 
-MAX_GDN_KEY_DIM = 256
+MAX_GDN_KEY_DIM = 256  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
 
 
 def _step_label(label: str, name: str) -> str:
     """The label of an unfused step before the product labelled `label`: `name-<layer>` for `<product>-<layer>`."""
     _, dash, layer = label.rpartition("-")
-    return f"{name}-{layer}" if dash and layer.isdigit() else f"{label}_{name}"  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
+    return f"{name}-{layer}" if dash and layer.isdigit() else f"{label}_{name}"
 
 
 def _params(kern, fmt, *values, label=""):
