@@ -1,5 +1,5 @@
 """The fused kernels (py_engine/gpu/fused_kernels.py: routed and dense gate/up + SwiGLU in one dispatch, over the
-resident pools (also with the router's top-k in the same dispatch) and over streamed pool buffers; routed sum + gated shared expert + residual add) on a real WebGPU
+resident pools (also with the router's top-k in the same dispatch) and over streamed pool buffers; routed sum + gated shared expert + residual add; the routed and shared down products with the block's sums) on a real WebGPU
 device (Dawn on lavapipe in Node, through Pyodide) against numpy.
 
 CPython writes the inputs to a temporary folder; one Node process runs every case and writes the outputs back.
@@ -73,6 +73,35 @@ async def main(args):
                 wd = matrix(a["w_down"], a["fmt"], a["n"], a["cols"])
                 fused_kernels.shexp_down_combine(kern, dl, wd, buf(a["act"]), buf(a["route_w"]), buf(a["down"]),
                                                  buf(a["x"]), buf(a["gate_w"]), out, a["k"])
+            elif a["kernel"] == "down_combine":
+                # the fused end of the block (moe_down_combine, shared gate/up with its gate) against the
+                # dispatches it replaces (moe_matvec, then moe_combine or the shared gate/up + shexp_down_combine)
+                n, ffn, k = a["n"], a["ffn"], a["k"]
+                pool = matrix(a["pool"], a["fmt"], a["slots"] * n, ffn)
+                route, slot_map, xn = buf(a["route"]), buf(a["slot_map"]), buf(a["xn"])
+                ids = (route, 4 * a["ids_base"], 4 * k)
+                weights = (route, 4 * a["w_base"], 4 * k)
+                out, h_ref = buf(a["h"]), buf(a["h"])
+                act = buf(a["act"])  # k routed activations, room for the shared expert's and its gate
+                down = storage_buffer(gpu, 4 * k * n, "down")
+                shared = None
+                if a["shared"]:
+                    sg = matrix(a["sg"], a["fmt"], ffn, n)
+                    su = matrix(a["su"], a["fmt"], ffn, n)
+                    shared = matrix(a["sd"], a["fmt"], n, ffn)
+                    gate_w = buf(a["gate_w"])
+                    fused_kernels.ffn_gate_up(kern, dl, sg, su, xn, act, act_base=k * ffn, gate_w=gate_w)
+                assert fused_kernels.can_down_combine(kern, pool, n, k, shared)
+                fused_kernels.moe_down_combine(kern, dl, pool, n, k, act, route, a["ids_base"], a["w_base"], slot_map,
+                                               a["map_base"], out, shared)
+                kern.moe_matvec(dl, pool, n, k, act, down, ids, slot_map, a["map_base"], x_stride=ffn)
+                if a["shared"]:
+                    shexp_act = storage_buffer(gpu, 4 * ffn, "shexp_act")
+                    fused_kernels.ffn_gate_up(kern, dl, sg, su, xn, shexp_act)
+                    fused_kernels.shexp_down_combine(kern, dl, shared, shexp_act, weights, down, xn, gate_w, h_ref, k)
+                else:
+                    kern.moe_combine(dl, weights, down, h_ref, n, k)
+                extra = {"ref": (h_ref, 0, 4 * n), "act": (act, 0, int(act.size))}
         dl.submit(gpu)
         data = await rb.read(out, 0, int(out.size))
         (d / f"out_{a['name']}.bin").write_bytes(data)
@@ -244,6 +273,47 @@ def combine_case(c, fmt, n, k, cols, multi_row_groups, min_groups=0):
           multi_row_groups=multi_row_groups, min_groups=min_groups)
 
 
+def down_combine_case(c, fmt, n, ffn, k, shared):
+    """The end of a MoE block: k routed experts' down products from a pool of 11 slots (layer base 5 in the slot map,
+    the ids and weights where moe_route_gate_up leaves them), with `shared` the shared expert's gate/up + gate
+    (ffn_gate_up with gate_w) and its down product, summed into h."""
+    name = f"down_{fmt}_n{n}_f{ffn}_k{k}" + ("_shared" if shared else "")
+    slots, n_exp, base = 11, 9, 5
+    D = c.weights(name + "_pool", fmt, slots * n, ffn).reshape(slots, n, ffn)
+    perm = c.rng.permutation(slots)[:n_exp].astype(np.uint32)
+    ids = c.rng.permutation(n_exp)[:k].astype(np.uint32)
+    ids_base, w_base = 64, 128
+    route = np.zeros(w_base + 64, np.uint32)
+    route[ids_base:ids_base + k] = ids
+    w = c.rng.random(k).astype(np.float32)
+    route[w_base:w_base + k] = w.view(np.uint32)
+    acts = (c.rng.standard_normal(k * ffn) * 0.5).astype(np.float32)
+    act = np.concatenate([acts, np.full(ffn + 4, 7.0, np.float32)])  # the shared expert's part written on the GPU
+    h = c.rng.standard_normal(n).astype(np.float32)
+    xn = c.rng.standard_normal(n).astype(np.float32)
+    for tag, a in (("route", route), ("map", np.concatenate([np.full(base, 99, np.uint32), perm])), ("act", act),
+                   ("h", h), ("xn", xn)):
+        c.arr(f"{name}_{tag}", a)
+    d = lambda a: a.astype(np.float64)  # noqa: E731
+    want = d(h) + sum(float(w[e]) * (D[perm[ids[e]]] @ operand(acts[e * ffn:(e + 1) * ffn], fmt)) for e in range(k))
+    case = {}
+    if shared:
+        G = c.weights(name + "_sg", fmt, ffn, n)
+        U = c.weights(name + "_su", fmt, ffn, n)
+        S = c.weights(name + "_sd", fmt, n, ffn)
+        gate_w = (c.rng.standard_normal(n) * 0.1).astype(np.float32)
+        c.arr(name + "_gw", gate_w)
+        a_s = silu(G @ operand(xn, fmt)) * (U @ operand(xn, fmt))
+        g = 1.0 / (1.0 + np.exp(-(d(gate_w) @ d(xn))))
+        want = want + g * (S @ operand(a_s.astype(np.float32), fmt))
+        case = dict(sg=name + "_sg", su=name + "_su", sd=name + "_sd", gate_w=name + "_gw", shared_act=a_s, gate=g)
+    c.add(want, name=name, kernel="down_combine", fmt=fmt, n=n, ffn=ffn, k=k, shared=shared, slots=slots,
+          pool=name + "_pool", route=name + "_route", ids_base=ids_base, w_base=w_base, slot_map=name + "_map",
+          map_base=base, act=name + "_act", h=name + "_h", xn=name + "_xn",
+          **{key: v for key, v in case.items() if isinstance(v, str)})
+    c.expect[name + "_shared"] = (case.get("shared_act"), case.get("gate"))
+
+
 ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
 ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16)]
@@ -251,6 +321,10 @@ DENSE = [("q8", "q8", 70, 128, 0), ("f32", "f32", 30, 96, 0), ("q8", "q8", 40, 2
 ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False)]
 COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0),
            ("q8", 70, 2, 2048, 0, 1 << 20)]  # the last widened to 64 lanes per row (matvec_lanes)
+# (fmt, n, ffn, k, shared): the real shape's 8 + 1 experts of 16 blocks, rows not a multiple of a workgroup's (n is
+# the shared gate/up's width: whole blocks), F32, more blocks per row than lanes, one expert, no shared expert
+DOWN_COMBINE = [("q8", 224, 512, 8, True), ("q8", 96, 64, 3, True), ("f32", 64, 96, 2, True),
+                ("q8", 160, 1024, 4, True), ("q8", 66, 128, 1, False), ("f32", 33, 64, 8, False)]
 
 
 @pytest.fixture(scope="module")
@@ -269,6 +343,8 @@ def fused_run(tmp_path_factory):
         streamed_case(c, fmt)
     for case in COMBINE:
         combine_case(c, *case)
+    for case in DOWN_COMBINE:
+        down_combine_case(c, *case)
     (d / "spec.json").write_text(json.dumps(c.spec))
     run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
     return c
@@ -318,3 +394,19 @@ def test_router_top_k_inside_the_gate_up_product(fused_run, case):
     np.testing.assert_allclose(out("", np.float32)[:len(act)], act, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(out("_ids", np.uint32), picked)
     np.testing.assert_allclose(out("_w", np.float32), weights, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("case", DOWN_COMBINE, ids=lambda t: "_".join(map(str, t)))
+def test_down_products_and_the_block_sums_in_one_dispatch(fused_run, case):
+    """moe_down_combine matches numpy, and has the bits of the dispatches it replaces; the shared expert's gate/up
+    left its activations and its gate where it reads them."""
+    fmt, n, ffn, k, shared = case
+    name = f"down_{fmt}_n{n}_f{ffn}_k{k}" + ("_shared" if shared else "")
+    check(fused_run, name)
+    out = lambda tag: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), np.float32)  # noqa
+    np.testing.assert_array_equal(out("")[:n], out("_ref"))
+    if shared:
+        a_s, g = fused_run.expect[name + "_shared"]
+        act = out("_act")
+        np.testing.assert_allclose(act[k * ffn:(k + 1) * ffn], a_s, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(act[(k + 1) * ffn], g, rtol=1e-6)

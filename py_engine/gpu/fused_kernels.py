@@ -5,11 +5,16 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 - moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
   resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
 - moe_route_gate_up: the same over the resident pools with the router's top-k computed in the same dispatch;
-- ffn_gate_up: the same for one dense pair (the shared expert);
+- ffn_gate_up: the same for one dense pair (the shared expert; with its gate vector, also the expert's gate);
 - shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
-  expert and the residual add.
+  expert and the residual add;
+- moe_down_combine: the routed experts' down products (and the shared expert's) and the block's sums, over the
+  resident pools after moe_route_gate_up.
 """
-from .kernels import GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group, xfmt
+from .kernels import (Q8_MAX_COLS, GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group,
+                      xfmt)
+
+STAGING_BYTES = 9 * 1024  # x_stage_q8.wgsl's workgroup arrays (256 blocks of codes and scales)
 
 
 def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
@@ -43,16 +48,20 @@ def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_ma
     return (route, 4 * ids_base, 4 * k), (route, 4 * w_base, 4 * k)
 
 
-def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up"):
-    """act[r] = silu(G[r]·x) · U[r]·x for the rows of one dense pair (e.g. the shared expert)."""
+def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up", act_base=0, gate_w=None):
+    """act[act_base + r] = silu(G[r]·x) · U[r]·x for the rows of one dense pair (e.g. the shared expert). gate_w
+    (F32, x's length): also act[act_base + rows] = sigmoid(gate_w·x), the shared expert's gate (route_sgate.wgsl)."""
     if gate.rows != up.rows:
         raise ValueError(f"{gate.name} has {gate.rows} rows, {up.name} {up.rows}")
     stand_in = kern.placeholder()
-    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in, stand_in, 0, False, label)
+    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in if gate_w is None else gate_w, stand_in, 0,
+                    False, label, act_base=act_base, route_kind="ids" if gate_w is None else "sgate")
 
 
-def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, routed, label, topk=None):
-    """route: the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base))."""
+def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, routed, label, topk=None,
+                    act_base=0, route_kind=None):
+    """route: the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base));
+    route_kind "sgate": a dense pair whose binding 5 is the shared expert's gate vector."""
     for w in (gate, up):
         if len(w.bands) != 1:
             raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
@@ -61,7 +70,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     nb = gate.cols // 32
     lanes = matvec_lanes(rows * k, nb, kern.lane_cap, kern.matvec_min_groups)
     n_exp, ids_base, w_base = topk or (0, 0, 0)
-    params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, 0, label=label)
+    params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, act_base, label=label)
     g, u = gate.bands[0][2], up.bands[0][2]
     binds = {0: params, 1: x, 2: act, 3: g[3], 5: route, 6: slot_map, 7: u[3]}
     if gate.fmt == "q8":
@@ -71,7 +80,8 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
     per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": xfmt(kern, gate.fmt, up.fmt), "LANES": lanes,
-              "ROUTED": "true" if routed else "false", "ROWS": rows_per, "ROUTE": "topk" if topk else "ids"}
+              "ROUTED": "true" if routed else "false", "ROWS": rows_per,
+              "ROUTE": "topk" if topk else route_kind or "ids"}
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, k), label)
 
 
@@ -126,4 +136,49 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
     kern._record(dl, "shexp_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
 
 
-__all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine"]
+MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine.wgsl sums in one workgroup
+
+
+def can_down_combine(kern, pool, rows: int, k: int, shared_down=None) -> bool:
+    """Whether moe_down_combine takes this block: a resident pool in one buffer per binding, at most
+    MOE_DOWN_MAX_EXPERTS experts whose activations fit one workgroup's staging, the shared expert's down (if any)
+    of the pool's format and width in one buffer."""
+    if not isinstance(pool, GpuMatrix) or len(pool.bands) != 1 or pool.cols % 32:
+        return False
+    n_e = k + (shared_down is not None)
+    if n_e > MOE_DOWN_MAX_EXPERTS or n_e * pool.cols > Q8_MAX_COLS:
+        return False
+    if shared_down is not None and (len(shared_down.bands) != 1 or shared_down.fmt != pool.fmt
+                                    or shared_down.cols != pool.cols or shared_down.rows != rows):
+        return False
+    return True
+
+
+def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, ids_base: int, w_base: int,
+                     slot_map, map_base: int, h, shared_down: "GpuMatrix | None" = None, label="ffn_moe_out"):
+    """h[r] += Σ_k w_k · D_slot(k)[r]·a_k (+ g · D_shared[r]·a_shared) for the `rows` rows of an expert of the
+    layer's down pool, in one dispatch (shaders/moe_down_combine.wgsl): `act` holds a_0 .. a_{k-1} (pool.cols values each), then
+    with a shared expert its activations and its gate g (ffn_gate_up with gate_w at act_base = k · cols); `route`
+    the ids at ids_base and the weights at w_base (route_layout). Only where can_down_combine."""
+    if not can_down_combine(kern, pool, rows, k, shared_down):
+        raise ValueError(f"{pool.name}: moe_down_combine cannot take this block (see can_down_combine)")
+    nb = pool.cols // 32
+    n_e = k + (shared_down is not None)
+    lanes = lanes_for(nb, kern.lane_cap)
+    # rows per lane group: workgroup memory holds the staged activations and n_e · rows · 64 partial sums
+    room = int(kern.gpu.limits["maxComputeWorkgroupStorageSize"]) - STAGING_BYTES
+    rows_per = next(r for r in (2, 1) if r == 1 or 64 * 4 * n_e * r <= room)
+    params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, 0, 0, label=label)
+    sh = shared_down.bands[0][2] if shared_down is not None else None
+    binds = {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route, 6: slot_map,
+             7: sh[3] if sh else kern.placeholder()}
+    if pool.fmt == "q8":
+        binds[8] = sh[4] if sh else kern.placeholder()
+    consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
+              "SHARED": "true" if shared_down is not None else "false", "N_E": n_e}
+    per_group = 64 // lanes * rows_per
+    kern._record(dl, "moe_down_combine.wgsl", consts, binds, (rows + per_group - 1) // per_group, label)
+
+
+__all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine",
+           "can_down_combine", "moe_down_combine"]

@@ -5,7 +5,8 @@ Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vc
 """
 from ..gpu.buffers import storage_buffer
 from ..gpu.kernels import GpuMatrix, q8_input_words, xfmt
-from ..gpu.fused_kernels import moe_gate_up, moe_route_gate_up
+from ..gpu.fused_kernels import (can_down_combine, ffn_gate_up, moe_down_combine, moe_gate_up, moe_route_gate_up,
+                                 route_layout, shexp_down_combine)
 
 
 def arch_value(header, suffix: str, default=None, kind=int):
@@ -120,16 +121,19 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 
 
-def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, combine=True):
+def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared=None):
     """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
     the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
     expert kernels read the picked ids and map them to pool slots through `slot_map`. Gate, up and the SwiGLU are
     one dispatch (fused_kernels.moe_gate_up), which over resident pools also ranks the router's logits
     (moe_route_gate_up; streamed pools need the ids before their residency check: router_topk first).
-    combine=False leaves the weighted sum of acts["down"] to the caller (qwen35moe adds it together with its
-    shared expert). Returns the binding of the routing weights."""
+    shared: the block's gated shared expert (qwen35moe: w["ffn_gate_inp_shexp"] gates it), added in the same sums:
+    h += sigmoid(ffn_gate_inp_shexp · x) · down_shexp(silu(gate_shexp · x) ⊙ up_shexp · x).
+    Over resident pools the down products and the sums are one dispatch (moe_down_combine), the shared expert's
+    gate/up (and its gate) one more; over streamed pools the routed down, then the sums (shexp_down_combine with a
+    shared expert, else moe_combine)."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
-    gate, up = w["ffn_gate_exps"], w["ffn_up_exps"]
+    gate, up, down = w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"]
     resident = isinstance(gate, GpuMatrix) and isinstance(up, GpuMatrix)
     # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts
     kern.matvec(dl, w["ffn_gate_inp"], acts["h"], acts["route" if resident else "router"],
@@ -143,11 +147,32 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
                          label=f"ffn_moe_topk-{layer}")
         moe_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], ids, slot_map, map_base,
                     label=f"ffn_moe_gate_up-{layer}")
-    kern.moe_matvec(dl, w["ffn_down_exps"], n, k, acts["act"], acts["down"], ids, slot_map,
+    shared_down = shared["ffn_down_shexp"] if shared else None
+    if resident and can_down_combine(kern, down, n, k, shared_down):
+        if shared:
+            # the shared expert's activations and gate go after the routed experts' (moe_down_combine reads them)
+            ffn_gate_up(kern, dl, shared["ffn_gate_shexp"], shared["ffn_up_shexp"], acts["xn"], acts["act"],
+                        label=f"ffn_shexp_gate_up-{layer}", act_base=k * ffn, gate_w=shared["ffn_gate_inp_shexp"])
+        ids_base, w_base, _ = route_layout(cfg.n_expert, k)
+        moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map, map_base,
+                         acts["h"], shared_down, label=f"ffn_moe_out-{layer}")
+        return
+    kern.moe_matvec(dl, down, n, k, acts["act"], acts["down"], ids, slot_map,
                     map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
-    if combine:
+    if not shared:
         kern.moe_combine(dl, weights, acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
-    return weights
+        return
+    ffn_gate_up(kern, dl, shared["ffn_gate_shexp"], shared["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
+                label=f"ffn_shexp_gate_up-{layer}")
+    shexp_down_combine(kern, dl, shared_down, acts["shexp_act"], weights, acts["down"], acts["xn"],
+                       shared["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
+
+
+def moe_act_values(cfg, shared_ffn: int = 0) -> int:
+    """f32 values of acts["act"]: the k routed experts' SwiGLU outputs, then (with a shared expert of the same
+    width) its outputs and its gate, rounded up to a vec4 (moe_down_combine reads them as vec4s)."""
+    n = cfg.n_expert_used * cfg.n_ff_exp + (shared_ffn + 1 if shared_ffn else 0)
+    return (n + 3) // 4 * 4
 
 
 def output_buffers(cfg) -> list:

@@ -12,9 +12,10 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 """
 from dataclasses import dataclass
 
-from ..gpu.fused_kernels import ffn_gate_up, route_layout, shexp_down_combine
+from ..gpu.fused_kernels import route_layout
 from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv, gdn_recurrent
-from .common import arch_value, load_projections, output_buffers, record_output, record_products, record_routed_moe
+from .common import (arch_value, load_projections, moe_act_values, output_buffers, record_output, record_products,
+                     record_routed_moe)
 
 
 def rope_pairs_all_rotate(sections, n_rot: int) -> bool:
@@ -146,7 +147,7 @@ class Qwen35Moe:
                 ("ssm_gates", 2 * c.ssm_dt_rank), ("delta_out", c.ssm_d_inner), ("delta_normed", c.ssm_d_inner),
                 ("router", c.n_expert), ("route_ids", k), ("route_w", k), ("route", route_layout(c.n_expert, k)[2]),
                 ("gate", k * c.n_ff_exp),
-                ("up", k * c.n_ff_exp), ("act", k * c.n_ff_exp), ("down", k * e),
+                ("up", k * c.n_ff_exp), ("act", moe_act_values(c, c.n_ff_shexp)), ("down", k * e),
                 ("shexp_gate", c.n_ff_shexp), ("shexp_up", c.n_ff_shexp), ("shexp_act", c.n_ff_shexp),
                 ("shexp_out", e)] + output_buffers(c)
         for i, rec in enumerate(c.recurrent):
@@ -221,8 +222,7 @@ class Qwen35Moe:
                 self._record_delta_net(kern, dl, acts, w, i)
             else:
                 self._record_gated_attention(kern, dl, acts, w, i, cache)
-            route_w = record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, combine=False)
-            self._record_shared_expert(kern, dl, acts, w, i, route_w)
+            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, shared=w)
         record_output(kern, dl, acts, self.output_norm, self.output, c)
 
     def _record_gated_attention(self, kern, dl, acts, w, i, cache):
@@ -258,14 +258,3 @@ class Qwen35Moe:
         gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"], nv,
                            c.head_v_dim, c.rms_eps, acts["h"], z_base=2 * nv + c.conv_channels,
                            label=f"linear_attn_out-{i}")
-
-    def _record_shared_expert(self, kern, dl, acts, w, i, route_w):
-        """h += Σ_k w_k · down_k (the routed experts, left in acts["down"]) + sigmoid(ffn_gate_inp_shexp · xn) ·
-        down(silu(gate · xn) ⊙ up · xn), xn = the post-attention norm (still in acts["xn"] after the routed
-        experts): gate/up/SwiGLU one dispatch; down, the two sums and the residual add one."""
-        c = self.cfg
-        ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
-                    label=f"ffn_shexp_gate_up-{i}")
-        shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], route_w, acts["down"],
-                           acts["xn"], w["ffn_gate_inp_shexp"], acts["h"], c.n_expert_used,
-                           label=f"ffn_moe_shexp_out-{i}")

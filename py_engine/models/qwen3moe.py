@@ -9,7 +9,8 @@ No shared expert; top-k weights are always renormalised.
 from dataclasses import dataclass
 
 from ..gpu.fused_kernels import route_layout
-from .common import arch_value, load_projections, output_buffers, record_attention, record_output, record_routed_moe
+from .common import (arch_value, load_projections, moe_act_values, output_buffers, record_attention, record_output,
+                     record_routed_moe)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Qwen3Moe:
                 ("attn", c.n_head * c.head_dim), ("router", c.n_expert), ("route_ids", c.n_expert_used),
                 ("route_w", c.n_expert_used), ("route", route_layout(c.n_expert, c.n_expert_used)[2]),
                 ("gate", c.n_expert_used * c.n_ff_exp),
-                ("up", c.n_expert_used * c.n_ff_exp), ("act", c.n_expert_used * c.n_ff_exp),
+                ("up", c.n_expert_used * c.n_ff_exp), ("act", moe_act_values(c)),
                 ("down", c.n_expert_used * c.n_embd)] + output_buffers(c)
 
     def load(self, loader):
