@@ -248,6 +248,9 @@ def table(raw: dict, d: dict) -> str:
     if rate:
         lines.append(f"decode replays back to back       {rate['total_us_per_token']:,.1f} us/token, of which the "
                      f"CPU's encode + submit {rate['cpu_us_per_token']:,.1f} ({rate['replays']} replays, no readback)")
+        if "encode_only_us_per_token" in rate:
+            lines.append(f"  the same list encoded, never submitted {rate['encode_only_us_per_token']:,.1f} us/token "
+                         "(the WebGPU calls and their validation alone)")
     pp = raw.get("prefill_profile") or {}
     if pp.get("available"):
         lines += ["",

@@ -131,6 +131,7 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert raw["prefill"]["first_ms"] > 0 and "first prompt after load" in printed  # the warm-up prefill, apart
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
+    assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed
 
     # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store
     (case,) = raw["streaming"]

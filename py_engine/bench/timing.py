@@ -51,7 +51,9 @@ async def replay_rate(dec, n: int = 50) -> dict:
     """Whether the CPU or the GPU sets the decode pace: `n` back-to-back replays of the token's list (no readback,
     the same step words each time), timing the JS encode + submit loop alone and then until the GPU is done. CPU µs
     per token close to the total means encoding the ~dispatches (WebGPU calls) is the limit; far below it, the
-    GPU's own time (kernels, launches, barriers) is."""
+    GPU's own time (kernels, launches, barriers) is. Then the same list `n` times encoded into one encoder and
+    finished but never submitted: the WebGPU calls and their validation alone, without the submits (where the
+    implementation turns the commands into the driver's)."""
     from ..gpu.buffers import write_buffer
     from ..gpu.commands import helper
     import struct
@@ -66,5 +68,11 @@ async def replay_rate(dec, n: int = 50) -> dict:
     t1 = time.perf_counter()
     await dev.queue.onSubmittedWorkDone()
     t2 = time.perf_counter()
+    for _ in range(n):
+        enc = dev.createCommandEncoder()
+        h.record(enc, dec.dl.ops)
+        enc.finish()
+    t3 = time.perf_counter()
     return {"replays": n, "cpu_us_per_token": round((t1 - t0) / n * 1e6, 2),
-            "total_us_per_token": round((t2 - t0) / n * 1e6, 2)}
+            "total_us_per_token": round((t2 - t0) / n * 1e6, 2),
+            "encode_only_us_per_token": round((t3 - t2) / n * 1e6, 2)}
