@@ -2,20 +2,20 @@
 // (qwen35moe), and the block's sums into h:
 //   h[r] = h[r] + Σ_k route_w[k] · (D_slot(k)[r] · a_k)  [+ g · (D_shared[r] · a_shared)]
 // slot = slot_map[map_base + route_ids[k]]; the ids and weights (f32 bits) are read from `route` (route_layout:
-// moe_route_gate_up.wgsl stored them there). act (binding 1) holds a_0 .. a_{k-1} (n_ff values each), then
-// a_shared and g = sigmoid(gate_inp_shexp · xn) (moe_gate_up.wgsl with ROUTE = sgate wrote both).
+// moe_route_gate_up.wgsl stored them there). The shared expert is slot p.shared_slot of the same pool (stacked
+// after the routed experts at load), g = sigmoid(route[p.gate_at]) (its gate's logit: the router's last row).
+// act (binding 1) holds a_0 .. a_{k-1} (n_ff values each), then a_shared.
 // Each (row, expert) dot is moe_matvec.wgsl's (LANES lanes, each its blocks in ascending order, summed by
-// row_reduce4's tree) and the sums are added in moe_combine.wgsl's / shexp_down_combine.wgsl's order, so the
-// result has the bits of those dispatches: two or three dispatches of a layer in one. Every workgroup stages all
-// the experts' activations (quantised per 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
-struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, pad0: u32, pad1: u32 }
+// row_reduce4's tree) and the routed sums are added in moe_combine.wgsl's order, so without a shared expert the
+// result has the bits of those two dispatches. Every workgroup stages all the experts' activations (quantised per
+// 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
+struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, shared_slot: u32, gate_at: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: a_0 .. a_{k-1} | a_shared | g
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: a_0 .. a_{k-1} | a_shared
 @group(0) @binding(2) var<storage, read_write> h: array<f32>;
 #include "weights_{{WFMT}}.wgsl"
 #include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
-#include "up_weights_{{WFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route: array<u32>;
 @group(0) @binding(6) var<storage, read> slot_map: array<u32>;
 
@@ -25,39 +25,28 @@ const SHARED: bool = {{SHARED}};
 const N_E: u32 = {{N_E}}u;            // the experts summed: p.k, + 1 with SHARED
 var<workgroup> red: array<f32, 64u * N_E * ROWS>;   // [expert][row][lane] partials, summed in place
 
-// Lane `lane`'s partial sums for rows row0 .. of expert e (block rows of weight row `base` on): rows_partial's
-// blocks and order (four loads in flight per step); the shared expert's weights are the second matrix (binding 7/8).
-fn expert_partial(e: u32, is_shared: bool, row0: u32, lane: u32, base: u32) -> vec4<f32> {
+// Lane `lane`'s partial sums for rows row0 .. of expert e (weight row `base` on): rows_partial's blocks and order
+// (four loads in flight per step), against the expert's staged activations.
+fn expert_partial(e: u32, row0: u32, lane: u32, base: u32) -> vec4<f32> {
   var acc = vec4<f32>(0.0);
   let xb = e * p.nb;   // the expert's first staged block
   var b = lane;
   for (; b + 3u * LANES < p.nb; b += 4u * LANES) {
     for (var i = 0u; i < ROWS; i++) {
       let blk = (base + min(row0 + i, p.rows - 1u)) * p.nb + b;
-      var d: vec4<f32>;
-      if (is_shared) {
-        d = vec4<f32>(up_block_dot_q(blk, xb + b), up_block_dot_q(blk + LANES, xb + b + LANES),
-                      up_block_dot_q(blk + 2u * LANES, xb + b + 2u * LANES),
-                      up_block_dot_q(blk + 3u * LANES, xb + b + 3u * LANES));
-      } else {
-        d = vec4<f32>(block_dot_q(blk, xb + b), block_dot_q(blk + LANES, xb + b + LANES),
-                      block_dot_q(blk + 2u * LANES, xb + b + 2u * LANES),
-                      block_dot_q(blk + 3u * LANES, xb + b + 3u * LANES));
-      }
-      acc[i] += d.x;
-      acc[i] += d.y;
-      acc[i] += d.z;
-      acc[i] += d.w;
+      let d0 = block_dot_q(blk, xb + b);
+      let d1 = block_dot_q(blk + LANES, xb + b + LANES);
+      let d2 = block_dot_q(blk + 2u * LANES, xb + b + 2u * LANES);
+      let d3 = block_dot_q(blk + 3u * LANES, xb + b + 3u * LANES);
+      acc[i] += d0;
+      acc[i] += d1;
+      acc[i] += d2;
+      acc[i] += d3;
     }
   }
   for (; b < p.nb; b += LANES) {
     for (var i = 0u; i < ROWS; i++) {
-      let blk = (base + min(row0 + i, p.rows - 1u)) * p.nb + b;
-      if (is_shared) {
-        acc[i] += up_block_dot_q(blk, xb + b);
-      } else {
-        acc[i] += block_dot_q(blk, xb + b);
-      }
+      acc[i] += block_dot_q((base + min(row0 + i, p.rows - 1u)) * p.nb + b, xb + b);
     }
   }
   return acc;
@@ -78,12 +67,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   stage_x(t, 64u, 0u, N_E * p.nb);
   if (row0 < p.rows) {
     for (var e = 0u; e < N_E; e++) {
-      let is_shared = SHARED && e == p.k;
-      var base = 0u;
-      if (!is_shared) {
-        base = slot_map[p.map_base + route[p.ids_base + e]] * p.rows;
+      var slot = p.shared_slot;
+      if (e < p.k) {
+        slot = slot_map[p.map_base + route[p.ids_base + e]];
       }
-      let acc = expert_partial(e, is_shared, row0, lane, base);
+      let acc = expert_partial(e, row0, lane, slot * p.rows);
       for (var i = 0u; i < ROWS; i++) {
         red[(e * ROWS + i) * 64u + t] = acc[i];
       }
@@ -105,8 +93,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   if (lane == 0u) {
     var g = 0.0;
     if (SHARED) {
-      let gi = (p.k + 1u) * p.nb * 32u;
-      g = x[gi / 4u][gi % 4u];
+      g = 1.0 / (1.0 + exp(-bitcast<f32>(route[p.gate_at])));
     }
     for (var i = 0u; i < ROWS; i++) {
       let r = row0 + i;

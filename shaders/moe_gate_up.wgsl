@@ -6,14 +6,13 @@
 // does (x_stage_q8.wgsl) for the Q8_0 products (an F32 part reads x as is). The matvec.wgsl lane layout.
 // ROUTE = topk: each workgroup ranks the router's logits itself (route_topk.wgsl: route = logits | ids | weights,
 // the ids and weights stored for the kernels after it); ids: the experts come from route_ids (route_ids.wgsl).
-// ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread, or
-// with ROUTE = sgate binding 5 holds the shared expert's gate vector, and workgroup 0 also stores its gate
-// sigmoid(gate · x) after the rows, at act[act_base + rows] (route_sgate.wgsl; moe_down_combine.wgsl reads it).
-// The outputs start at act[act_base].
+// ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
+// A shared expert stacked into the pools after the routed ones (slot p.shared_slot) runs as one more routed expert:
+// workgroups wg.y = p.k take it (its output after the k routed experts'); launched only when the pools hold it.
 // ROWS = 2 gives each lane group two rows (each workgroup quantises x once for twice the rows) where enough
 // workgroups remain.
 // 4 weight planes + x, act, route (ids), slot_map: 8 storage bindings (the limit may be 10).
-struct Params { rows: u32, nb: u32, map_base: u32, n_exp: u32, k: u32, ids_base: u32, w_base: u32, act_base: u32 }
+struct Params { rows: u32, nb: u32, map_base: u32, n_exp: u32, k: u32, ids_base: u32, w_base: u32, shared_slot: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> act: array<f32>;
@@ -37,9 +36,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let lane = lid.x % LANES;
   var slot = 0u;
   if (ROUTED) {
-    slot = slot_map[p.map_base + routed_expert(k, lid.x, wg.x == 0u && k == 0u)];
+    if (k < p.k) {
+      slot = slot_map[p.map_base + routed_expert(k, lid.x, wg.x == 0u && k == 0u)];
+    } else {
+      slot = p.shared_slot;
+    }
   }
-  store_shared_gate(!ROUTED && wg.x == 0u, lid.x);
   var acc = vec4<f32>(0.0);
   stage_x(lid.x, 64u, 0u, p.nb);
   if (row0 < p.rows) {
@@ -71,7 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (lane == 0u) {
     for (var i = 0u; i < ROWS; i++) {
       if (row0 + i < p.rows) {
-        act[p.act_base + k * p.rows + row0 + i] = silu_times(total[2u * i], total[2u * i + 1u]);
+        act[k * p.rows + row0 + i] = silu_times(total[2u * i], total[2u * i + 1u]);
       }
     }
   }

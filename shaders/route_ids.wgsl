@@ -5,5 +5,3 @@
 fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   return route_ids[kk];
 }
-
-fn store_shared_gate(first: bool, t: u32) {}

@@ -16,8 +16,6 @@ var<workgroup> threshold: f32;
 var<workgroup> ranked: array<u32, 64>;    // expert by rank (k <= 64)
 var<workgroup> picked: array<f32, 64>;    // its probability
 
-fn store_shared_gate(first: bool, t: u32) {}
-
 fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   let idx = vec4<u32>(4u * t) + vec4<u32>(0u, 1u, 2u, 3u);
   let live = idx < vec4<u32>(p.n_exp);

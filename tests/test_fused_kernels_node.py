@@ -48,7 +48,8 @@ async def main(args):
                 u = matrix(a["up"], a["ufmt"], a["slots"] * a["rows"], a["cols"])
                 route = buf(a["route"])
                 ids, weights = fused_kernels.moe_route_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out,
-                                                               route, a["n_exp"], buf(a["slot_map"]), a["map_base"])
+                                                               route, a["n_exp"], buf(a["slot_map"]), a["map_base"],
+                                                               shared_slot=a["shared_slot"])
                 extra = {"ids": ids, "w": weights}  # views of route, for the kernels after it
                 assert ids[0] is route and weights[0] is route and ids[1] % 256 == 0 and weights[1] % 256 == 0
             elif a["kernel"] == "ffn_gate_up":
@@ -74,34 +75,21 @@ async def main(args):
                 fused_kernels.shexp_down_combine(kern, dl, wd, buf(a["act"]), buf(a["route_w"]), buf(a["down"]),
                                                  buf(a["x"]), buf(a["gate_w"]), out, a["k"])
             elif a["kernel"] == "down_combine":
-                # the fused end of the block (moe_down_combine, shared gate/up with its gate) against the
-                # dispatches it replaces (moe_matvec, then moe_combine or the shared gate/up + shexp_down_combine)
+                # moe_down_combine; without a shared expert also the dispatches it replaces (moe_matvec, moe_combine)
                 n, ffn, k = a["n"], a["ffn"], a["k"]
                 pool = matrix(a["pool"], a["fmt"], a["slots"] * n, ffn)
-                route, slot_map, xn = buf(a["route"]), buf(a["slot_map"]), buf(a["xn"])
-                ids = (route, 4 * a["ids_base"], 4 * k)
-                weights = (route, 4 * a["w_base"], 4 * k)
-                out, h_ref = buf(a["h"]), buf(a["h"])
-                act = buf(a["act"])  # k routed activations, room for the shared expert's and its gate
-                down = storage_buffer(gpu, 4 * k * n, "down")
-                shared = None
-                if a["shared"]:
-                    sg = matrix(a["sg"], a["fmt"], ffn, n)
-                    su = matrix(a["su"], a["fmt"], ffn, n)
-                    shared = matrix(a["sd"], a["fmt"], n, ffn)
-                    gate_w = buf(a["gate_w"])
-                    fused_kernels.ffn_gate_up(kern, dl, sg, su, xn, act, act_base=k * ffn, gate_w=gate_w)
-                assert fused_kernels.can_down_combine(kern, pool, n, k, shared)
+                route, slot_map = buf(a["route"]), buf(a["slot_map"])
+                out, h_ref, act = buf(a["h"]), buf(a["h"]), buf(a["act"])
+                shared = (a["shared_slot"], a["gate_at"]) if a["shared"] else None
+                assert fused_kernels.can_down_combine(kern, pool, n, k, a["shared"])
                 fused_kernels.moe_down_combine(kern, dl, pool, n, k, act, route, a["ids_base"], a["w_base"], slot_map,
                                                a["map_base"], out, shared)
-                kern.moe_matvec(dl, pool, n, k, act, down, ids, slot_map, a["map_base"], x_stride=ffn)
-                if a["shared"]:
-                    shexp_act = storage_buffer(gpu, 4 * ffn, "shexp_act")
-                    fused_kernels.ffn_gate_up(kern, dl, sg, su, xn, shexp_act)
-                    fused_kernels.shexp_down_combine(kern, dl, shared, shexp_act, weights, down, xn, gate_w, h_ref, k)
-                else:
-                    kern.moe_combine(dl, weights, down, h_ref, n, k)
-                extra = {"ref": (h_ref, 0, 4 * n), "act": (act, 0, int(act.size))}
+                if not a["shared"]:
+                    down = storage_buffer(gpu, 4 * k * n, "down")
+                    kern.moe_matvec(dl, pool, n, k, act, down, (route, 4 * a["ids_base"], 4 * k), slot_map,
+                                    a["map_base"], x_stride=ffn)
+                    kern.moe_combine(dl, (route, 4 * a["w_base"], 4 * k), down, h_ref, n, k)
+                    extra = {"ref": (h_ref, 0, 4 * n)}
         dl.submit(gpu)
         data = await rb.read(out, 0, int(out.size))
         (d / f"out_{a['name']}.bin").write_bytes(data)
@@ -169,14 +157,15 @@ def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap, two_rows=False):
           map_base=base, out_len=k * rows, lane_cap=lane_cap, **({"multi_row_groups": 0} if two_rows else {}))
 
 
-def route_case(c, n_exp, k, ties):
+def route_case(c, n_exp, k, ties, shared=False):
     """The router's top-k inside the routed gate/up product: logits in the route buffer (with ties when asked:
     the lower expert index must win), every expert's slot a permutation; the ids and weights come back for the
-    kernels after it."""
-    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "")
+    kernels after it. shared: the pools hold one more slot, a shared expert, computed after the k picked ones."""
+    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "") + ("_shared" if shared else "")
     rows, cols, fmt = 24, 64, "q8"
-    G = c.weights(name + "_g", fmt, n_exp * rows, cols).reshape(n_exp, rows, cols)
-    U = c.weights(name + "_u", fmt, n_exp * rows, cols).reshape(n_exp, rows, cols)
+    slots = n_exp + shared
+    G = c.weights(name + "_g", fmt, slots * rows, cols).reshape(slots, rows, cols)
+    U = c.weights(name + "_u", fmt, slots * rows, cols).reshape(slots, rows, cols)
     x = c.rng.standard_normal(cols).astype(np.float32)
     logits = c.rng.standard_normal(n_exp).astype(np.float32)
     if ties:
@@ -192,10 +181,12 @@ def route_case(c, n_exp, k, ties):
     lw = logits[picked].astype(np.float64)
     weights = np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum()
     xd = operand(x, fmt)
-    act = np.concatenate([silu(G[perm[e]] @ xd) * (U[perm[e]] @ xd) for e in picked])
+    slots_run = [perm[e] for e in picked] + ([n_exp] if shared else [])
+    act = np.concatenate([silu(G[s] @ xd) * (U[s] @ xd) for s in slots_run])
     c.add((act, picked, weights), name=name, kernel="moe_route_gate_up", gate=name + "_g",
-          up=name + "_u", gfmt=fmt, ufmt=fmt, slots=n_exp, rows=rows, cols=cols, k=k, x=name + "_x",
-          route=name + "_route", n_exp=n_exp, slot_map=name + "_map", map_base=base, out_len=k * rows)
+          up=name + "_u", gfmt=fmt, ufmt=fmt, slots=slots, rows=rows, cols=cols, k=k, x=name + "_x",
+          route=name + "_route", n_exp=n_exp, slot_map=name + "_map", map_base=base, out_len=len(act),
+          shared_slot=n_exp if shared else None)
 
 
 def dense_case(c, gfmt, ufmt, rows, cols, min_groups=0):
@@ -275,56 +266,46 @@ def combine_case(c, fmt, n, k, cols, multi_row_groups, min_groups=0):
 
 def down_combine_case(c, fmt, n, ffn, k, shared):
     """The end of a MoE block: k routed experts' down products from a pool of 11 slots (layer base 5 in the slot map,
-    the ids and weights where moe_route_gate_up leaves them), with `shared` the shared expert's gate/up + gate
-    (ffn_gate_up with gate_w) and its down product, summed into h."""
+    the ids and weights where moe_route_gate_up leaves them), with `shared` also slot 10 (the shared expert stacked
+    after the routed ones) gated by sigmoid(route[gate_at]), summed into h."""
     name = f"down_{fmt}_n{n}_f{ffn}_k{k}" + ("_shared" if shared else "")
-    slots, n_exp, base = 11, 9, 5
+    slots, n_exp, base, shared_slot = 11, 9, 5, 10
     D = c.weights(name + "_pool", fmt, slots * n, ffn).reshape(slots, n, ffn)
-    perm = c.rng.permutation(slots)[:n_exp].astype(np.uint32)
+    perm = c.rng.permutation(shared_slot)[:n_exp].astype(np.uint32)
     ids = c.rng.permutation(n_exp)[:k].astype(np.uint32)
-    ids_base, w_base = 64, 128
+    gate_at, ids_base, w_base = n_exp, 64, 128
     route = np.zeros(w_base + 64, np.uint32)
     route[ids_base:ids_base + k] = ids
     w = c.rng.random(k).astype(np.float32)
     route[w_base:w_base + k] = w.view(np.uint32)
-    acts = (c.rng.standard_normal(k * ffn) * 0.5).astype(np.float32)
-    act = np.concatenate([acts, np.full(ffn + 4, 7.0, np.float32)])  # the shared expert's part written on the GPU
+    logit = np.float32(c.rng.standard_normal())
+    route[gate_at] = logit.view(np.uint32)
+    act = (c.rng.standard_normal((k + 1) * ffn) * 0.5).astype(np.float32)
     h = c.rng.standard_normal(n).astype(np.float32)
-    xn = c.rng.standard_normal(n).astype(np.float32)
     for tag, a in (("route", route), ("map", np.concatenate([np.full(base, 99, np.uint32), perm])), ("act", act),
-                   ("h", h), ("xn", xn)):
+                   ("h", h)):
         c.arr(f"{name}_{tag}", a)
-    d = lambda a: a.astype(np.float64)  # noqa: E731
-    want = d(h) + sum(float(w[e]) * (D[perm[ids[e]]] @ operand(acts[e * ffn:(e + 1) * ffn], fmt)) for e in range(k))
-    case = {}
+    want = h.astype(np.float64) + sum(
+        float(w[e]) * (D[perm[ids[e]]] @ operand(act[e * ffn:(e + 1) * ffn], fmt)) for e in range(k))
     if shared:
-        G = c.weights(name + "_sg", fmt, ffn, n)
-        U = c.weights(name + "_su", fmt, ffn, n)
-        S = c.weights(name + "_sd", fmt, n, ffn)
-        gate_w = (c.rng.standard_normal(n) * 0.1).astype(np.float32)
-        c.arr(name + "_gw", gate_w)
-        a_s = silu(G @ operand(xn, fmt)) * (U @ operand(xn, fmt))
-        g = 1.0 / (1.0 + np.exp(-(d(gate_w) @ d(xn))))
-        want = want + g * (S @ operand(a_s.astype(np.float32), fmt))
-        case = dict(sg=name + "_sg", su=name + "_su", sd=name + "_sd", gate_w=name + "_gw", shared_act=a_s, gate=g)
+        g = 1.0 / (1.0 + np.exp(-float(logit)))
+        want = want + g * (D[shared_slot] @ operand(act[k * ffn:], fmt))
     c.add(want, name=name, kernel="down_combine", fmt=fmt, n=n, ffn=ffn, k=k, shared=shared, slots=slots,
-          pool=name + "_pool", route=name + "_route", ids_base=ids_base, w_base=w_base, slot_map=name + "_map",
-          map_base=base, act=name + "_act", h=name + "_h", xn=name + "_xn",
-          **{key: v for key, v in case.items() if isinstance(v, str)})
-    c.expect[name + "_shared"] = (case.get("shared_act"), case.get("gate"))
+          pool=name + "_pool", route=name + "_route", ids_base=ids_base, w_base=w_base, gate_at=gate_at,
+          shared_slot=shared_slot, slot_map=name + "_map", map_base=base, act=name + "_act", h=name + "_h")
 
 
 ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16)]
 ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16)]
 DENSE = [("q8", "q8", 70, 128, 0), ("f32", "f32", 30, 96, 0), ("q8", "q8", 40, 2048, 1 << 20)]  # last: 64 lanes
-ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False)]
+ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False), (256, 8, False, True), (13, 4, True, True)]
 COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0),
            ("q8", 70, 2, 2048, 0, 1 << 20)]  # the last widened to 64 lanes per row (matvec_lanes)
-# (fmt, n, ffn, k, shared): the real shape's 8 + 1 experts of 16 blocks, rows not a multiple of a workgroup's (n is
-# the shared gate/up's width: whole blocks), F32, more blocks per row than lanes, one expert, no shared expert
-DOWN_COMBINE = [("q8", 224, 512, 8, True), ("q8", 96, 64, 3, True), ("f32", 64, 96, 2, True),
-                ("q8", 160, 1024, 4, True), ("q8", 66, 128, 1, False), ("f32", 33, 64, 8, False)]
+# (fmt, n, ffn, k, shared): the real shape's 8 + 1 experts of 16 blocks, rows not a multiple of a workgroup's, F32,
+# more blocks per row than lanes, one expert, no shared expert (qwen3moe)
+DOWN_COMBINE = [("q8", 200, 512, 8, True), ("q8", 70, 64, 3, True), ("f32", 40, 96, 2, True),
+                ("q8", 90, 1024, 4, True), ("q8", 66, 128, 1, False), ("f32", 33, 64, 8, False)]
 
 
 @pytest.fixture(scope="module")
@@ -387,8 +368,8 @@ def test_shared_expert_down_fused_with_the_block_sums(fused_run, case):
 
 @pytest.mark.parametrize("case", ROUTES, ids=lambda t: "_".join(map(str, t)))
 def test_router_top_k_inside_the_gate_up_product(fused_run, case):
-    n_exp, k, ties = case
-    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "")
+    n_exp, k, ties, *shared = case
+    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "") + ("_shared" if shared else "")
     act, picked, weights = fused_run.expect[name]
     out = lambda tag, dtype: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), dtype)  # noqa
     np.testing.assert_allclose(out("", np.float32)[:len(act)], act, rtol=1e-4, atol=1e-5)
@@ -398,15 +379,10 @@ def test_router_top_k_inside_the_gate_up_product(fused_run, case):
 
 @pytest.mark.parametrize("case", DOWN_COMBINE, ids=lambda t: "_".join(map(str, t)))
 def test_down_products_and_the_block_sums_in_one_dispatch(fused_run, case):
-    """moe_down_combine matches numpy, and has the bits of the dispatches it replaces; the shared expert's gate/up
-    left its activations and its gate where it reads them."""
+    """moe_down_combine matches numpy; without a shared expert it has the bits of the two dispatches it replaces."""
     fmt, n, ffn, k, shared = case
     name = f"down_{fmt}_n{n}_f{ffn}_k{k}" + ("_shared" if shared else "")
     check(fused_run, name)
-    out = lambda tag: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), np.float32)  # noqa
-    np.testing.assert_array_equal(out("")[:n], out("_ref"))
-    if shared:
-        a_s, g = fused_run.expect[name + "_shared"]
-        act = out("_act")
-        np.testing.assert_allclose(act[k * ffn:(k + 1) * ffn], a_s, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(act[(k + 1) * ffn], g, rtol=1e-6)
+    if not shared:
+        out = lambda tag: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), np.float32)  # noqa
+        np.testing.assert_array_equal(out("")[:n], out("_ref"))

@@ -26,16 +26,17 @@ GPU_FMT = {GGMLType.Q8_0: "q8", GGMLType.F32: "f32"}
 
 def stack_layout(header, name: str, parts, max_band_bytes: int):
     """(fmt, cols, [(part name, tensor, first row, rows)]) of the stacked matrix `name` of `parts` ([(GGUF name,
-    expected shape)], rows in that order). ValueError when they cannot share one binding: a type other than Q8_0 /
-    F32, types or widths that differ, more bytes than one binding, or a Q8_0 part starting at an odd block (the
-    planes are written two blocks' scales a word)."""
+    expected shape)], rows in that order; a vector is one row, an expert tensor [n, rows, cols] its n · rows rows).
+    ValueError when they cannot share one binding: a type other than Q8_0 / F32, types or widths that differ, more
+    bytes than one binding, or a Q8_0 part starting at an odd block (the planes are written two blocks' scales a
+    word)."""
     fmt = cols = None
     spans, row = [], 0
     for part, shape in parts:
         t = header.tensor(part)
         if tuple(t.shape) != tuple(shape):
             raise ValueError(f"{part}: shape {t.shape}, expected {shape}")
-        if len(t.dims) != 2 or t.type not in GPU_FMT:
+        if not 1 <= len(t.dims) <= 3 or t.type not in GPU_FMT:
             raise ValueError(f"{name}: {part} ({t.type.name}, {len(t.dims)}-D) cannot be stacked")
         if fmt is not None and (GPU_FMT[t.type], t.dims[0]) != (fmt, cols):
             first = spans[0][1]
@@ -44,8 +45,9 @@ def stack_layout(header, name: str, parts, max_band_bytes: int):
         fmt, cols = GPU_FMT[t.type], t.dims[0]
         if fmt == "q8" and row * cols // 32 % 2:
             raise ValueError(f"{name}: {part} would start at an odd Q8_0 block ({row} rows of {cols // 32})")
-        spans.append((part, t, row, t.dims[1]))
-        row += t.dims[1]
+        rows = t.n_elements // t.dims[0]
+        spans.append((part, t, row, rows))
+        row += rows
     if not spans:
         raise ValueError(f"{name}: nothing to stack")
     nbytes = row * cols * (1 if fmt == "q8" else 4)
@@ -151,6 +153,14 @@ class WeightLoader:
                 bufs = {3: self._upload(self.source.read(offset, n * row_bytes), label)}
             bands.append((r0, n, bufs))
         return GpuMatrix(name, fmt, rows, cols, bands)
+
+    def can_stack(self, name: str, parts) -> bool:
+        """Whether `stacked(name, parts)` can be made (stack_layout)."""
+        try:
+            stack_layout(self.header, name, parts, self.max_band_bytes)
+        except ValueError:
+            return False
+        return True
 
     def stacked(self, name: str, parts):
         """The matrices `parts` ([(GGUF name, expected shape)], same type and width) as one GpuMatrix `name` of

@@ -135,6 +135,15 @@ class StoreWeightLoader:
             bands.append((r0, n, bufs))
         return GpuMatrix(name, fmt, rows, cols, bands)
 
+    def can_stack(self, name: str, parts) -> bool:
+        """Whether `stacked(name, parts)` can be made: stack_layout's conditions, and every part a dense plane of the
+        store (an expert tensor is records, streamed into the pool)."""
+        try:
+            stack_layout(self.header, name, parts, self.max_band_bytes)
+        except ValueError:
+            return False
+        return all(part in self.planes for part, _ in parts)
+
     def stacked(self, name: str, parts):
         """As WeightLoader.stacked: one GpuMatrix of the parts' rows (their planes copied side by side) and
         {GGUF name: row view}; ValueError when they cannot be stacked."""

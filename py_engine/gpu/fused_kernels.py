@@ -5,11 +5,12 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 - moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
   resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
 - moe_route_gate_up: the same over the resident pools with the router's top-k computed in the same dispatch;
-- ffn_gate_up: the same for one dense pair (the shared expert; with its gate vector, also the expert's gate);
+- ffn_gate_up: the same for one dense pair (the shared expert where the pools do not hold it);
 - shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
   expert and the residual add;
 - moe_down_combine: the routed experts' down products (and the shared expert's) and the block's sums, over the
-  resident pools after moe_route_gate_up.
+  resident pools after moe_route_gate_up (a shared expert stacked into the pools after the routed ones runs in
+  both as one more expert).
 """
 from .kernels import (Q8_MAX_COLS, GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group,
                       xfmt)
@@ -26,42 +27,42 @@ def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_ba
 
 
 def route_layout(n_exp: int, k: int) -> tuple:
-    """(ids_base, w_base, words) of the buffer moe_route_gate_up works in: the router's logits at 0, the picked ids
-    and their weights each at a 256-byte boundary (bound as views by the kernels after it)."""
-    ids_base = -(-n_exp // 64) * 64
+    """(ids_base, w_base, words) of the buffer moe_route_gate_up works in: the router's logits at 0 (and a shared
+    expert's gate logit at n_exp, where the router carries it as its last row), the picked ids and their weights
+    each at a 256-byte boundary (bound as views by the kernels after it)."""
+    ids_base = -(-(n_exp + 1) // 64) * 64
     w_base = ids_base + -(-k // 64) * 64
     return ids_base, w_base, w_base + k
 
 
 def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
-                      label="ffn_moe_gate_up"):
+                      label="ffn_moe_gate_up", shared_slot=None):
     """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
-    workgroup ranks them (shaders/route_topk.wgsl) and one stores the ids and weights. Returns the (buffer, offset,
-    size) views of the ids and of the weights for the down product and the block's sums."""
+    workgroup ranks them (shaders/route_topk.wgsl) and one stores the ids and weights. shared_slot: the pools'
+    slot of a shared expert, whose activations then follow the k routed experts' in `act`. Returns the (buffer,
+    offset, size) views of the ids and of the weights for the down product and the block's sums."""
     if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
         raise ValueError(f"{gate.name}: the routing gate/up product runs over resident pools only")
     if n_exp > 256 or k > 64 or k > n_exp:
         raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
     ids_base, w_base, _ = route_layout(n_exp, k)
     _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, True, label,
-                    topk=(n_exp, ids_base, w_base))
+                    topk=(n_exp, ids_base, w_base), shared_slot=shared_slot)
     return (route, 4 * ids_base, 4 * k), (route, 4 * w_base, 4 * k)
 
 
-def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up", act_base=0, gate_w=None):
-    """act[act_base + r] = silu(G[r]·x) · U[r]·x for the rows of one dense pair (e.g. the shared expert). gate_w
-    (F32, x's length): also act[act_base + rows] = sigmoid(gate_w·x), the shared expert's gate (route_sgate.wgsl)."""
+def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up"):
+    """act[r] = silu(G[r]·x) · U[r]·x for the rows of one dense pair (e.g. the shared expert)."""
     if gate.rows != up.rows:
         raise ValueError(f"{gate.name} has {gate.rows} rows, {up.name} {up.rows}")
     stand_in = kern.placeholder()
-    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in if gate_w is None else gate_w, stand_in, 0,
-                    False, label, act_base=act_base, route_kind="ids" if gate_w is None else "sgate")
+    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in, stand_in, 0, False, label)
 
 
 def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, routed, label, topk=None,
-                    act_base=0, route_kind=None):
+                    shared_slot=None):
     """route: the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base));
-    route_kind "sgate": a dense pair whose binding 5 is the shared expert's gate vector."""
+    shared_slot: one more expert, that slot of the pools, after the k routed ones."""
     for w in (gate, up):
         if len(w.bands) != 1:
             raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
@@ -70,7 +71,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     nb = gate.cols // 32
     lanes = matvec_lanes(rows * k, nb, kern.lane_cap, kern.matvec_min_groups)
     n_exp, ids_base, w_base = topk or (0, 0, 0)
-    params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, act_base, label=label)
+    params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, shared_slot or 0, label=label)
     g, u = gate.bands[0][2], up.bands[0][2]
     binds = {0: params, 1: x, 2: act, 3: g[3], 5: route, 6: slot_map, 7: u[3]}
     if gate.fmt == "q8":
@@ -80,9 +81,9 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
     per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": xfmt(kern, gate.fmt, up.fmt), "LANES": lanes,
-              "ROUTED": "true" if routed else "false", "ROWS": rows_per,
-              "ROUTE": "topk" if topk else route_kind or "ids"}
-    kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, k), label)
+              "ROUTED": "true" if routed else "false", "ROWS": rows_per, "ROUTE": "topk" if topk else "ids"}
+    n_k = k + (shared_slot is not None)
+    kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)
 
 
 def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
@@ -139,46 +140,43 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
 MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine.wgsl sums in one workgroup
 
 
-def can_down_combine(kern, pool, rows: int, k: int, shared_down=None) -> bool:
+def can_down_combine(kern, pool, rows: int, k: int, shared: bool = False) -> bool:
     """Whether moe_down_combine takes this block: a resident pool in one buffer per binding, at most
-    MOE_DOWN_MAX_EXPERTS experts whose activations fit one workgroup's staging, the shared expert's down (if any)
-    of the pool's format and width in one buffer."""
-    if not isinstance(pool, GpuMatrix) or len(pool.bands) != 1 or pool.cols % 32:
+    MOE_DOWN_MAX_EXPERTS experts whose activations fit one workgroup's staging."""
+    if not isinstance(pool, GpuMatrix) or len(pool.bands) != 1 or pool.row_base:
         return False
-    n_e = k + (shared_down is not None)
-    if n_e > MOE_DOWN_MAX_EXPERTS or n_e * pool.cols > Q8_MAX_COLS:
-        return False
-    if shared_down is not None and (len(shared_down.bands) != 1 or shared_down.fmt != pool.fmt
-                                    or shared_down.cols != pool.cols or shared_down.rows != rows):
-        return False
-    return True
+    return down_combine_fits(k, pool.cols, shared)
+
+
+def down_combine_fits(k: int, cols: int, shared: bool) -> bool:
+    """Whether moe_down_combine can sum k routed experts (+ a shared one) of down matrices `cols` wide: one
+    workgroup stages all their activations."""
+    n_e = k + shared
+    return cols % 32 == 0 and n_e <= MOE_DOWN_MAX_EXPERTS and n_e * cols <= Q8_MAX_COLS
 
 
 def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, ids_base: int, w_base: int,
-                     slot_map, map_base: int, h, shared_down: "GpuMatrix | None" = None, label="ffn_moe_out"):
+                     slot_map, map_base: int, h, shared=None, label="ffn_moe_out"):
     """h[r] += Σ_k w_k · D_slot(k)[r]·a_k (+ g · D_shared[r]·a_shared) for the `rows` rows of an expert of the
-    layer's down pool, in one dispatch (shaders/moe_down_combine.wgsl): `act` holds a_0 .. a_{k-1} (pool.cols values each), then
-    with a shared expert its activations and its gate g (ffn_gate_up with gate_w at act_base = k · cols); `route`
-    the ids at ids_base and the weights at w_base (route_layout). Only where can_down_combine."""
-    if not can_down_combine(kern, pool, rows, k, shared_down):
+    layer's down pool, in one dispatch (shaders/moe_down_combine.wgsl): `act` holds a_0 .. a_{k-1} (pool.cols values
+    each), then a_shared; `route` the ids at ids_base and the weights at w_base (route_layout). shared = (slot,
+    gate_at): the shared expert is that slot of the pool, g = sigmoid(route[gate_at]). Only where can_down_combine."""
+    if not can_down_combine(kern, pool, rows, k, shared is not None):
         raise ValueError(f"{pool.name}: moe_down_combine cannot take this block (see can_down_combine)")
     nb = pool.cols // 32
-    n_e = k + (shared_down is not None)
+    n_e = k + (shared is not None)
     lanes = lanes_for(nb, kern.lane_cap)
     # rows per lane group: workgroup memory holds the staged activations and n_e · rows · 64 partial sums
     room = int(kern.gpu.limits["maxComputeWorkgroupStorageSize"]) - STAGING_BYTES
     rows_per = next(r for r in (2, 1) if r == 1 or 64 * 4 * n_e * r <= room)
-    params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, 0, 0, label=label)
-    sh = shared_down.bands[0][2] if shared_down is not None else None
-    binds = {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route, 6: slot_map,
-             7: sh[3] if sh else kern.placeholder()}
-    if pool.fmt == "q8":
-        binds[8] = sh[4] if sh else kern.placeholder()
+    slot, gate_at = shared or (0, 0)
+    params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, slot, gate_at, label=label)
     consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
-              "SHARED": "true" if shared_down is not None else "false", "N_E": n_e}
+              "SHARED": "true" if shared is not None else "false", "N_E": n_e}
     per_group = 64 // lanes * rows_per
-    kern._record(dl, "moe_down_combine.wgsl", consts, binds, (rows + per_group - 1) // per_group, label)
+    kern._record(dl, "moe_down_combine.wgsl", consts, {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route,
+                                                      6: slot_map}, (rows + per_group - 1) // per_group, label)
 
 
 __all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine",
-           "can_down_combine", "moe_down_combine"]
+           "can_down_combine", "down_combine_fits", "moe_down_combine"]

@@ -121,58 +121,61 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 
 
-def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared=None):
+def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared: bool = False):
     """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
     the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
     expert kernels read the picked ids and map them to pool slots through `slot_map`. Gate, up and the SwiGLU are
     one dispatch (fused_kernels.moe_gate_up), which over resident pools also ranks the router's logits
     (moe_route_gate_up; streamed pools need the ids before their residency check: router_topk first).
-    shared: the block's gated shared expert (qwen35moe: w["ffn_gate_inp_shexp"] gates it), added in the same sums:
+    shared: the block also has a gated shared expert (qwen35moe), added in the same sums:
     h += sigmoid(ffn_gate_inp_shexp · x) · down_shexp(silu(gate_shexp · x) ⊙ up_shexp · x).
-    Over resident pools the down products and the sums are one dispatch (moe_down_combine), the shared expert's
-    gate/up (and its gate) one more; over streamed pools the routed down, then the sums (shexp_down_combine with a
-    shared expert, else moe_combine)."""
+    Over resident pools the down products and the sums are one dispatch (moe_down_combine); where the loader stacked
+    the shared expert into the pools as slot n_expert (w["ffn_*_pool"]) and its gate vector under the router
+    (w["ffn_router"]), it runs in the same dispatches as one more expert. Otherwise the routed down, then the sums
+    (shexp_down_combine after the shared expert's gate/up, else moe_combine)."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
-    gate, up, down = w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"]
+    pooled = shared and "ffn_gate_pool" in w
+    if pooled:
+        router, gate, up, down = w["ffn_router"], w["ffn_gate_pool"], w["ffn_up_pool"], w["ffn_down_pool"]
+    else:
+        router, gate, up, down = w["ffn_gate_inp"], w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"]
     resident = isinstance(gate, GpuMatrix) and isinstance(up, GpuMatrix)
     # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts
-    kern.matvec(dl, w["ffn_gate_inp"], acts["h"], acts["route" if resident else "router"],
+    kern.matvec(dl, router, acts["h"], acts["route" if resident else "router"],
                 label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"])
+    shared_slot = cfg.n_expert if pooled else None
     if resident:
         ids, weights = moe_route_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], acts["route"],
-                                         cfg.n_expert, slot_map, map_base, label=f"ffn_moe_gate_up-{layer}")
+                                         cfg.n_expert, slot_map, map_base, label=f"ffn_moe_gate_up-{layer}",
+                                         shared_slot=shared_slot)
     else:
         ids, weights = acts["route_ids"], acts["route_w"]
         kern.router_topk(dl, acts["router"], ids, weights, cfg.n_expert, k, renorm=True,
                          label=f"ffn_moe_topk-{layer}")
         moe_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], ids, slot_map, map_base,
                     label=f"ffn_moe_gate_up-{layer}")
-    shared_down = shared["ffn_down_shexp"] if shared else None
-    if resident and can_down_combine(kern, down, n, k, shared_down):
-        if shared:
-            # the shared expert's activations and gate go after the routed experts' (moe_down_combine reads them)
-            ffn_gate_up(kern, dl, shared["ffn_gate_shexp"], shared["ffn_up_shexp"], acts["xn"], acts["act"],
-                        label=f"ffn_shexp_gate_up-{layer}", act_base=k * ffn, gate_w=shared["ffn_gate_inp_shexp"])
+    if resident and (pooled or not shared) and can_down_combine(kern, down, n, k, pooled):
         ids_base, w_base, _ = route_layout(cfg.n_expert, k)
         moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map, map_base,
-                         acts["h"], shared_down, label=f"ffn_moe_out-{layer}")
+                         acts["h"], (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
         return
+    if pooled:
+        raise ValueError(f"layer {layer}: the pools hold the shared expert but its block cannot be fused")
     kern.moe_matvec(dl, down, n, k, acts["act"], acts["down"], ids, slot_map,
                     map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
     if not shared:
         kern.moe_combine(dl, weights, acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
         return
-    ffn_gate_up(kern, dl, shared["ffn_gate_shexp"], shared["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
+    ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
                 label=f"ffn_shexp_gate_up-{layer}")
-    shexp_down_combine(kern, dl, shared_down, acts["shexp_act"], weights, acts["down"], acts["xn"],
-                       shared["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
+    shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], weights, acts["down"], acts["xn"],
+                       w["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
 
 
 def moe_act_values(cfg, shared_ffn: int = 0) -> int:
-    """f32 values of acts["act"]: the k routed experts' SwiGLU outputs, then (with a shared expert of the same
-    width) its outputs and its gate, rounded up to a vec4 (moe_down_combine reads them as vec4s)."""
-    n = cfg.n_expert_used * cfg.n_ff_exp + (shared_ffn + 1 if shared_ffn else 0)
-    return (n + 3) // 4 * 4
+    """f32 values of acts["act"]: the k routed experts' SwiGLU outputs, then a shared expert's where the pools hold
+    it, rounded up to a vec4 (moe_down_combine reads them as vec4s)."""
+    return (cfg.n_expert_used * cfg.n_ff_exp + shared_ffn + 3) // 4 * 4
 
 
 def output_buffers(cfg) -> list:

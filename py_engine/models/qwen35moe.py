@@ -12,7 +12,7 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 """
 from dataclasses import dataclass
 
-from ..gpu.fused_kernels import route_layout
+from ..gpu.fused_kernels import down_combine_fits, route_layout
 from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv, gdn_recurrent
 from .common import (arch_value, load_projections, moe_act_values, output_buffers, record_output, record_products,
                      record_routed_moe)
@@ -169,17 +169,49 @@ class Qwen35Moe:
                 "attn_norm": loader.vector(p + "attn_norm.weight", e),
                 # record_routed_moe normalises with w["ffn_norm"]: here the post-attention norm
                 "ffn_norm": loader.vector(p + "post_attention_norm.weight", e),
-                "ffn_gate_inp": loader.matrix(p + "ffn_gate_inp.weight", (c.n_expert, e)),
-                "ffn_gate_exps": loader.matrix(p + "ffn_gate_exps.weight", (c.n_expert, c.n_ff_exp, e), True),
-                "ffn_up_exps": loader.matrix(p + "ffn_up_exps.weight", (c.n_expert, c.n_ff_exp, e), True),
-                "ffn_down_exps": loader.matrix(p + "ffn_down_exps.weight", (c.n_expert, e, c.n_ff_exp), True),
                 "ffn_gate_inp_shexp": loader.vector(p + "ffn_gate_inp_shexp.weight", e),
-                "ffn_gate_shexp": loader.matrix(p + "ffn_gate_shexp.weight", (c.n_ff_shexp, e)),
-                "ffn_up_shexp": loader.matrix(p + "ffn_up_shexp.weight", (c.n_ff_shexp, e)),
-                "ffn_down_shexp": loader.matrix(p + "ffn_down_shexp.weight", (e, c.n_ff_shexp)),
+                **(self._load_pooled_experts(loader, p) or self._load_experts(loader, p)),
             }
             w.update(self._load_delta_net(loader, p) if c.recurrent[i] else self._load_attention(loader, p))
             self.layers.append(w)
+
+    def _expert_parts(self, p):
+        """(key, GGUF name, shape) of the router and of the routed and shared experts' matrices."""
+        c = self.cfg
+        e, n, f, fs = c.n_embd, c.n_expert, c.n_ff_exp, c.n_ff_shexp
+        return [("ffn_gate_inp", p + "ffn_gate_inp.weight", (n, e)),
+                ("ffn_gate_exps", p + "ffn_gate_exps.weight", (n, f, e)),
+                ("ffn_up_exps", p + "ffn_up_exps.weight", (n, f, e)),
+                ("ffn_down_exps", p + "ffn_down_exps.weight", (n, e, f)),
+                ("ffn_gate_shexp", p + "ffn_gate_shexp.weight", (fs, e)),
+                ("ffn_up_shexp", p + "ffn_up_shexp.weight", (fs, e)),
+                ("ffn_down_shexp", p + "ffn_down_shexp.weight", (e, fs))]
+
+    def _load_experts(self, loader, p):
+        return {key: loader.matrix(name, shape, key.endswith("_exps")) for key, name, shape in self._expert_parts(p)}
+
+    def _load_pooled_experts(self, loader, p):
+        """The shared expert stacked into each pool after the routed experts (slot n_expert: ffn_{gate,up,down}_pool)
+        and its gate vector under the router (ffn_router, the gate's logit after the experts'), so the decode runs it
+        as one more expert of the routed dispatches (common.record_routed_moe). The parts stay row views under their
+        own keys (the prefill's GEMMs). None where they cannot be stacked: a loader that streams the experts, a shared
+        expert of another width or type, or a block moe_down_combine cannot sum."""
+        c = self.cfg
+        if c.n_ff_shexp != c.n_ff_exp or not down_combine_fits(c.n_expert_used, c.n_ff_exp, True):
+            return None
+        parts = {key: (name, shape) for key, name, shape in self._expert_parts(p)}
+        stacks = [("ffn_router", "ffn_gate_inp", (p + "ffn_gate_inp_shexp.weight", (c.n_embd,)))] + [
+            (f"ffn_{m}_pool", f"ffn_{m}_exps", parts[f"ffn_{m}_shexp"]) for m in ("gate", "up", "down")]
+        if not all(loader.can_stack(p + key, [parts[first], second]) for key, first, second in stacks):
+            return None  # checked first: nothing is uploaded for stacks that cannot all be made
+        built = [loader.stacked(p + key, [parts[first], second]) for key, first, second in stacks]
+        w = {}
+        for (key, first, second), (matrix, views) in zip(stacks, built):
+            w[key] = matrix
+            w[first] = views[parts[first][0]]
+            if not key == "ffn_router":
+                w[first.replace("_exps", "_shexp")] = views[second[0]]
+        return w
 
     def _load_attention(self, loader, p):
         c = self.cfg
@@ -222,7 +254,7 @@ class Qwen35Moe:
                 self._record_delta_net(kern, dl, acts, w, i)
             else:
                 self._record_gated_attention(kern, dl, acts, w, i, cache)
-            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, shared=w)
+            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, shared=True)
         record_output(kern, dl, acts, self.output_norm, self.output, c)
 
     def _record_gated_attention(self, kern, dl, acts, w, i, cache):
