@@ -75,8 +75,9 @@ async def main(args):
                     except ValueError as e:
                         results[a["name"]] = str(e)
                 else:
+                    am = out(a["am"], 8) if a.get("am") else None  # the argmax of what the product wrote
                     kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False),
-                                norm=norm, xn_out=xn)
+                                norm=norm, xn_out=xn, argmax_out=am)
             elif k == "moe_matvec":
                 pool = matrix(a["w"], a["fmt"], a["slots"] * a["rows"], a["cols"])
                 y = out(a["y"], a["k"] * a["rows"] * 4)
@@ -192,6 +193,20 @@ def kernel_run(tmp_path_factory):
     c.add(name="mv_f32", kernel="matvec", fmt="f32", w="wf", rows=37, cols=128, x="x1", y="yf", y_len=37,
           x_base=0, y_base=0, outputs=["yf"])
     ref["mv_f32"] = Wf.astype(np.float64) @ x[:128].astype(np.float64)
+    # the output head's argmax taken by the product's workgroups: rows 1000 and 2000 equal and the largest (the
+    # lower wins), in one band or several (their partials in order), 1 or 4 rows per lane group, an offset y
+    Wa_codes = rng.integers(-127, 128, size=(3001, 64), dtype=np.int8)
+    Wa_scales = (rng.random((3001, 2)) * 0.02 + 0.001).astype(np.float16)
+    xa = np.abs(rng.standard_normal(64)).astype(np.float32) + 0.1
+    Wa_codes[[1000, 2000]] = 127
+    Wa_scales[[1000, 2000]] = 0.05
+    c.arr("wa_codes", Wa_codes)
+    c.arr("wa_scales", Wa_scales)
+    c.arr("xa", xa)
+    for tag, extra in (("one", {}), ("bands", {"band_rows": 700, "multi_row_groups": 0})):
+        c.add(name=f"mv_argmax_{tag}", kernel="matvec", fmt="q8", w="wa", rows=3001, cols=64, x="xa",
+              y=f"ya_{tag}", y_len=3006, x_base=0, y_base=5, am=f"am_{tag}", outputs=[f"ya_{tag}", f"am_{tag}"],
+              **extra)
     # the 4-rows-per-lane-group shape of tall matrices (forced here): bands and row counts not multiples of 4
     for cap in (1, 16):
         c.add(name=f"mv4_q8_l{cap}", kernel="matvec", fmt="q8", w="wq", rows=100, cols=K, band_rows=62, x="x1",
@@ -385,6 +400,15 @@ def test_matvec_accumulate_and_f32(kernel_run):
     c, ref, _ = kernel_run
     close(c.out("mv_q8_acc", "yacc")[:100], ref["mv_q8_acc"])
     close(c.out("mv_f32", "yf")[:37], ref["mv_f32"])
+
+
+@pytest.mark.parametrize("tag", ["one", "bands"])
+def test_matvec_takes_the_argmax_of_its_rows(kernel_run, tag):
+    c, _, _ = kernel_run
+    y = c.out(f"mv_argmax_{tag}", f"ya_{tag}")
+    idx, bits = c.out(f"mv_argmax_{tag}", f"am_{tag}", np.uint32)
+    assert int(idx) == 1005 == int(np.argmax(y))  # y_base 5: the written index; rows 1000 and 2000 tie
+    assert y[1005] == y[2005] and np.uint32(bits) == y[1005:1006].view(np.uint32)[0]
 
 
 @pytest.mark.parametrize("cap", [1, 16])
@@ -604,12 +628,12 @@ def test_shader_loader_includes_and_constants(tmp_path):
 
 
 @pytest.mark.parametrize("name,consts", [
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none"}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none"}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms"}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "gated"}),
-    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "true", "NORM": "sgate"}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8pre", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none", "ARGMAX": "none"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms", "ARGMAX": "none"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "gated", "ARGMAX": "none"}),
+    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "true", "NORM": "sgate", "ARGMAX": "parts"}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8pre", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none"}),
     ("rmsnorm_q8.wgsl", {}),
     ("qk_rope_append.wgsl", {"KV": "f16"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1}),

@@ -158,7 +158,7 @@ class Kernels:
         dl.dispatch(pipe, bg, gx, gy, 1, label)
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
-               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False):
+               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None):
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
 
         norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
@@ -169,7 +169,11 @@ class Kernels:
         xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
         dispatch; must not be x). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
         where can_gate_input(w)). x_q8: x is the input already quantised by rmsnorm(xq=...) (only where
-        takes_q8_input(w); x_base a multiple of 4), read as is by every workgroup (shaders/x_stage_q8pre.wgsl)."""
+        takes_q8_input(w); x_base a multiple of 4), read as is by every workgroup (shaders/x_stage_q8pre.wgsl).
+        argmax_out: also argmax_out[0] = the index (y_base + row) of the largest value written, ties to the lower,
+        and argmax_out[1] its f32 bits, as argmax() leaves them: every workgroup stores its rows' best as a partial
+        (shaders/row_argmax_parts.wgsl), one more dispatch reduces them (argmax_final.wgsl) instead of argmax's two
+        passes over y."""
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
         if x_q8:
@@ -195,18 +199,30 @@ class Kernels:
             self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label)
             x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
-        for band, (row0, n, bufs) in enumerate(w.bands):
+        shapes = []  # per band: lanes, rows per lane group, workgroups
+        for row0, n, bufs in w.bands:
             lanes = matvec_lanes(n, nb, self.lane_cap, self.matvec_min_groups)
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
+            shapes.append((lanes, rows, -(-n // (64 // lanes * rows))))
+        parts = None
+        if argmax_out is not None:
+            from .buffers import storage_buffer
+            parts = storage_buffer(self.gpu, 8 * sum(s[2] for s in shapes), (label or w.name) + "_argmax_partials")
+        part_base = 0
+        for band, ((row0, n, bufs), (lanes, rows, groups)) in enumerate(zip(w.bands, shapes)):
             kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
-                      "ACCUMULATE": "true" if accumulate else "false", "NORM": kind}
+                      "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
+                      "ARGMAX": "none" if parts is None else "parts"}
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
             g = x_gate or InputGate("none", None, 0, 0, 0)
             params = self._params("4IfI3I3I", n, nb, x_base, y_base + row0, eps, int(write_xn), g.group, g.g_base,
-                                  g.g_stride, 0, 0, 0, label=label)
+                                  g.g_stride, part_base, 0, 0, label=label)
             bindings = {0: params, 2: y, **bufs, **({7: x} if x_q8 else {1: x})}
+            if parts is not None:
+                bindings[8] = parts
+            part_base += groups
             if norm is not None:
                 bindings[5] = norm[0]
                 bindings[6] = xn_out if write_xn else self.placeholder()  # declared; written only when asked
@@ -214,9 +230,9 @@ class Kernels:
                 if x_gate.norm_w is not None:
                     bindings[5] = x_gate.norm_w
                 bindings[6] = x_gate.gate
-            per_group = 64 // lanes * rows
-            groups = (n + per_group - 1) // per_group
             self._record(dl, "matvec.wgsl", consts, bindings, groups, label or w.name)
+        if parts is not None:
+            self.argmax_final(dl, parts, part_base, argmax_out, label=(label or w.name) + "_argmax")
 
     def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route_ids, slot_map, map_base,
                    x_base=0, x_stride=0, label=""):
@@ -339,5 +355,10 @@ class Kernels:
         parts = storage_buffer(self.gpu, 8 * groups, label + "_partials")
         params = self._params("4I", n, ARGMAX_PER, 0, 0, label=label)
         self._record(dl, "argmax.wgsl", {}, {0: params, 1: x, 2: parts}, groups, label)
-        params = self._params("4I", groups, 0, 0, 0, label=label)
+        self.argmax_final(dl, parts, groups, out, label)
+
+    def argmax_final(self, dl, parts, m, out, label="argmax"):
+        """out[0] = the index of the largest of m (value, index) partials (argmax.wgsl's layout, in increasing index
+        ranges; ties to the lower index), out[1] its f32 bits."""
+        params = self._params("4I", m, 0, 0, 0, label=label)
         self._record(dl, "argmax_final.wgsl", {}, {0: params, 1: parts, 2: out}, (1, 1), label)

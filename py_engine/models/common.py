@@ -186,9 +186,9 @@ def output_buffers(cfg) -> list:
 def record_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):
     """The final norm, the output head and the logits' argmax. Where the head multiplies Q8_0 activations, the
     norm's dispatch also writes them quantised (acts["xq"]) and the head reads that as is: its ~15k workgroups
-    (a 248k vocabulary) would otherwise each quantise the same 2048 values."""
+    (a 248k vocabulary) would otherwise each quantise the same 2048 values. The head's workgroups also leave the
+    argmax's partials (one dispatch reduces them)."""
     xq = acts["xq"] if kern.takes_q8_input(output) else None
     kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, xq=xq, label="result_norm")
     kern.matvec(dl, output, acts["xn"] if xq is None else xq, acts["logits"], x_q8=xq is not None,
-                label="result_output")
-    kern.argmax(dl, acts["logits"], acts["argmax"], cfg.n_vocab, label="argmax")
+                label="result_output", argmax_out=acts["argmax"])
