@@ -1,6 +1,6 @@
 // matvec.wgsl's ARGMAX = parts: workgroup g stores (largest value it wrote, its index y_base + row; ties to the lower
-// index) as argmax_part[2 (part_base + g)] (f32 bits) and [.. + 1] (index), argmax.wgsl's partial layout, so that
-// argmax_final.wgsl reduces them: workgroups, and bands in order, cover increasing rows. Every lane must call it.
+// index) as argmax_part[2 (part_base + g)] (f32 bits) and [.. + 1] (index), the partials argmax_final.wgsl
+// reduces: workgroups, and bands in order, cover increasing rows. Every lane must call it.
 @group(0) @binding(8) var<storage, read_write> argmax_part: array<u32>;
 
 const ARGMAX_NONE: u32 = 0xffffffffu;

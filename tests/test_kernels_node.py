@@ -107,8 +107,6 @@ async def main(args):
             elif k == "router_topk":
                 ids, wts = out(a["ids"], a["k"] * 4), out(a["wts"], a["k"] * 4)
                 kern.router_topk(dl, buf(a["logits"]), ids, wts, a["n_exp"], a["k"], a["renorm"])
-            elif k == "argmax":
-                kern.argmax(dl, buf(a["x"]), out(a["y"], 4), a["n"])
         write_buffer(gpu, step, 0, struct.pack("<4I", a.get("token", 0), a.get("pos", 0), a.get("pos", 0) + 1, 0))
         dl.submit(gpu)
         for name in a["outputs"]:
@@ -351,21 +349,22 @@ def kernel_run(tmp_path_factory):
         w = p[order] / (p[order].sum() if renorm else 1.0)
         ref[nm] = (order, w)
 
-    # argmax with a tie between indices 1000 and 2000 (lower wins)
-    am = rng.standard_normal(3001).astype(np.float32)
-    am[[1000, 2000]] = 9.0
-    c.arr("am", am)
-    c.add(name="argmax", kernel="argmax", x="am", y="amx", n=3001, outputs=["amx"])
-    # a vocabulary-sized argmax spans hundreds of workgroups: a tie across far-apart partials, and a lone last value
-    big = rng.standard_normal(248_320).astype(np.float32)
-    big[[70_001, 248_319]] = 9.0
-    big[[5, 131_072]] = 8.5
-    c.arr("am_big", big)
-    c.add(name="argmax_big", kernel="argmax", x="am_big", y="amx_big", n=248_320, outputs=["amx_big"])
-    tail = rng.standard_normal(8193).astype(np.float32)
-    tail[8192] = 7.0
-    c.arr("am_tail", tail)
-    c.add(name="argmax_tail", kernel="argmax", x="am_tail", y="amx_tail", n=8193, outputs=["amx_tail"])
+    # the argmax taken by a product's workgroups over vocabulary-sized outputs: an F32 matrix whose rows are
+    # [v_r, 0, ...] times e_0 writes exactly v (a tie across far-apart partials and a lone last value, the lower
+    # index wins); bands and 4 rows per lane group as the real head's
+    e0 = np.zeros(32, np.float32)
+    e0[0] = 1.0
+    c.arr("e0", e0)
+    for tag, n, ties in (("big", 248_320, ([70_001, 248_319], [5, 131_072])), ("tail", 8193, ([8192], []))):
+        v = rng.standard_normal(n).astype(np.float32)
+        v[ties[0]] = 9.0
+        v[ties[1]] = 8.5
+        wv = np.zeros((n, 32), np.float32)
+        wv[:, 0] = v
+        c.arr("wv_" + tag, wv)
+        c.add(name=f"argmax_{tag}", kernel="matvec", fmt="f32", w="wv_" + tag, rows=n, cols=32, x="e0",
+              y="yv_" + tag, y_len=n, x_base=0, y_base=0, am="amx_" + tag, band_rows=100_000, multi_row_groups=0,
+              outputs=["yv_" + tag, "amx_" + tag])
 
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
@@ -483,8 +482,7 @@ def test_router_topk(kernel_run, name):
 
 
 def test_argmax_ties_to_lower_index(kernel_run):
-    c, _, _ = kernel_run
-    assert int(c.out("argmax", "amx", np.uint32)[0]) == 1000
+    c = kernel_run[0]
     assert int(c.out("argmax_big", "amx_big", np.uint32)[0]) == 70_001
     assert int(c.out("argmax_tail", "amx_tail", np.uint32)[0]) == 8192
 

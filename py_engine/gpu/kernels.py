@@ -11,7 +11,6 @@ from .buffers import uniform_buffer
 from .commands import split_groups
 
 
-ARGMAX_PER = 4096  # values per argmax workgroup (16 per lane): 61 workgroups for a 248k vocabulary
 
 
 class GpuMatrix:
@@ -347,18 +346,8 @@ class Kernels:
         params = self._params("4I", n_exp, k, int(renorm), 0)
         self._record(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (1, 1), label)
 
-    def argmax(self, dl, x, out, n, label="argmax"):
-        """out[0] = index of the largest of x[0 .. n), ties to the lower index: many workgroups each reduce
-        ARGMAX_PER values to a partial (shaders/argmax.wgsl), then one workgroup reduces the partials."""
-        from .buffers import storage_buffer
-        groups = max(1, (n + ARGMAX_PER - 1) // ARGMAX_PER)
-        parts = storage_buffer(self.gpu, 8 * groups, label + "_partials")
-        params = self._params("4I", n, ARGMAX_PER, 0, 0, label=label)
-        self._record(dl, "argmax.wgsl", {}, {0: params, 1: x, 2: parts}, groups, label)
-        self.argmax_final(dl, parts, groups, out, label)
-
     def argmax_final(self, dl, parts, m, out, label="argmax"):
-        """out[0] = the index of the largest of m (value, index) partials (argmax.wgsl's layout, in increasing index
-        ranges; ties to the lower index), out[1] its f32 bits."""
+        """out[0] = the index of the largest of m (value, index) partials (row_argmax_parts.wgsl's layout, in
+        increasing index ranges; ties to the lower index), out[1] its f32 bits."""
         params = self._params("4I", m, 0, 0, 0, label=label)
         self._record(dl, "argmax_final.wgsl", {}, {0: params, 1: parts, 2: out}, (1, 1), label)

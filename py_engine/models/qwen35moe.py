@@ -209,7 +209,7 @@ class Qwen35Moe:
         for (key, first, second), (matrix, views) in zip(stacks, built):
             w[key] = matrix
             w[first] = views[parts[first][0]]
-            if not key == "ffn_router":
+            if key != "ffn_router":
                 w[first.replace("_exps", "_shexp")] = views[second[0]]
         return w
 
