@@ -81,7 +81,7 @@ async def main(args):
                 route, slot_map = buf(a["route"]), buf(a["slot_map"])
                 out, h_ref, act = buf(a["h"]), buf(a["h"]), buf(a["act"])
                 shared = (a["shared_slot"], a["gate_at"]) if a["shared"] else None
-                assert fused_kernels.can_down_combine(kern, pool, n, k, a["shared"])
+                assert fused_kernels.can_down_combine(pool, k, a["shared"])
                 fused_kernels.moe_down_combine(kern, dl, pool, n, k, act, route, a["ids_base"], a["w_base"], slot_map,
                                                a["map_base"], out, shared)
                 if not a["shared"]:

@@ -141,7 +141,7 @@ MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine
 MOE_DOWN_ROWS = 1
 
 
-def can_down_combine(kern, pool, rows: int, k: int, shared: bool = False) -> bool:
+def can_down_combine(pool, k: int, shared: bool = False) -> bool:
     """Whether moe_down_combine takes this block: a resident pool in one buffer per binding, at most
     MOE_DOWN_MAX_EXPERTS experts whose activations fit one workgroup's staging."""
     if not isinstance(pool, GpuMatrix) or len(pool.bands) != 1 or pool.row_base:
@@ -162,7 +162,7 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
     layer's down pool, in one dispatch (shaders/moe_down_combine.wgsl): `act` holds a_0 .. a_{k-1} (pool.cols values
     each), then a_shared; `route` the ids at ids_base and the weights at w_base (route_layout). shared = (slot,
     gate_at): the shared expert is that slot of the pool, g = sigmoid(route[gate_at]). Only where can_down_combine."""
-    if not can_down_combine(kern, pool, rows, k, shared is not None):
+    if not can_down_combine(pool, k, shared is not None):
         raise ValueError(f"{pool.name}: moe_down_combine cannot take this block (see can_down_combine)")
     nb = pool.cols // 32
     n_e = k + (shared is not None)

@@ -154,7 +154,7 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
                          label=f"ffn_moe_topk-{layer}")
         moe_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], ids, slot_map, map_base,
                     label=f"ffn_moe_gate_up-{layer}")
-    if resident and (pooled or not shared) and can_down_combine(kern, down, n, k, pooled):
+    if resident and (pooled or not shared) and can_down_combine(down, k, pooled):
         ids_base, w_base, _ = route_layout(cfg.n_expert, k)
         moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map, map_base,
                          acts["h"], (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
