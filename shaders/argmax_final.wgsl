@@ -1,6 +1,6 @@
-// Argmax, pass 2 of 2: one workgroup reduces the m partials of argmax.wgsl (f32 bits, index pairs) to out[0], the
-// index of the largest value, ties to the lower index, and out[1], that value's f32 bits (greedy decoding reads
-// these 8 bytes back instead of the logits row).
+// Argmax over partials: one workgroup reduces the m partials (f32 bits, index pairs; row_argmax_parts.wgsl) to
+// out[0], the index of the largest value, ties to the lower index, and out[1], that value's f32 bits (greedy
+// decoding reads these 8 bytes back instead of the logits row).
 struct Params { m: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> part: array<vec2<u32>>;
@@ -16,13 +16,21 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
   var bv = -3.4e38;
   var bi = NONE;
-  for (var j = t; j < p.m; j += 256u) {
-    let c = part[j];
-    let v = bitcast<f32>(c.x);
-    // partials come in increasing index ranges, so '>' keeps the lower index here too
-    if (c.y != NONE && (bi == NONE || v > bv)) {
-      bv = v;
-      bi = c.y;
+  // The lane's partials t, t + 256, ... in that order, eight loads issued together per step: one at a time, each
+  // waited for its memory round trip (the output head leaves ~15k partials, ~61 per lane).
+  for (var j0 = t; j0 < p.m; j0 += 8u * 256u) {
+    var c: array<vec2<u32>, 8>;
+    for (var u = 0u; u < 8u; u++) {
+      let j = j0 + u * 256u;
+      c[u] = select(vec2<u32>(0u, NONE), part[min(j, p.m - 1u)], j < p.m);
+    }
+    for (var u = 0u; u < 8u; u++) {
+      let v = bitcast<f32>(c[u].x);
+      // partials come in increasing index ranges, so '>' keeps the lower index here too
+      if (c[u].y != NONE && (bi == NONE || v > bv)) {
+        bv = v;
+        bi = c[u].y;
+      }
     }
   }
   reduce_argmax(t, bv, bi);
