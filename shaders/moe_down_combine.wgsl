@@ -7,7 +7,7 @@
 // act (binding 1) holds a_0 .. a_{k-1} (n_ff values each), then a_shared.
 // Each (row, expert) dot is moe_matvec.wgsl's (LANES lanes, each its blocks in ascending order, summed by
 // row_reduce4's tree) and the routed sums are added in moe_combine.wgsl's order, so without a shared expert the
-// result has the bits of those two dispatches. Every workgroup stages all the experts' activations (quantised per
+// result has the bits of those two dispatches (at the same lane count). Every workgroup stages all the experts' activations (quantised per
 // 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
 struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, shared_slot: u32, gate_at: u32 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -166,7 +166,7 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
         raise ValueError(f"{pool.name}: moe_down_combine cannot take this block (see can_down_combine)")
     nb = pool.cols // 32
     n_e = k + (shared is not None)
-    lanes = lanes_for(nb, kern.lane_cap)
+    lanes = matvec_lanes(rows, nb, kern.lane_cap, kern.matvec_min_groups)
     rows_per = MOE_DOWN_ROWS
     slot, gate_at = shared or (0, 0)
     params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, slot, gate_at, label=label)
