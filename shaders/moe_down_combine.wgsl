@@ -5,9 +5,9 @@
 // moe_route_gate_up.wgsl stored them there). The shared expert is slot p.shared_slot of the same pool (stacked
 // after the routed experts at load), g = sigmoid(route[p.gate_at]) (its gate's logit: the router's last row).
 // act (binding 1) holds a_0 .. a_{k-1} (n_ff values each), then a_shared.
-// Each (row, expert) dot is moe_matvec.wgsl's (LANES lanes, each its blocks in ascending order, summed by
-// row_reduce4's tree) and the routed sums are added in moe_combine.wgsl's order, so without a shared expert the
-// result has the bits of those two dispatches (at the same lane count). Every workgroup stages all the experts' activations (quantised per
+// Each (row, expert) dot is moe_matvec.wgsl's (row_reduce4's rows_partial, summed by its group_sum's tree) and
+// the routed sums are added in moe_combine.wgsl's order, so without a shared expert the result has the bits of
+// those two dispatches (at the same lane count). Every workgroup stages all the experts' activations (quantised per
 // 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
 struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, shared_slot: u32, gate_at: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -24,33 +24,7 @@ const ROWS: u32 = {{ROWS}}u;          // rows per lane group
 const SHARED: bool = {{SHARED}};
 const N_E: u32 = {{N_E}}u;            // the experts summed: p.k, + 1 with SHARED
 var<workgroup> red: array<f32, 64u * N_E * ROWS>;   // [expert][row][lane] partials, summed in place
-
-// Lane `lane`'s partial sums for rows row0 .. of expert e (weight row `base` on): rows_partial's blocks and order
-// (four loads in flight per step), against the expert's staged activations.
-fn expert_partial(e: u32, row0: u32, lane: u32, base: u32) -> vec4<f32> {
-  var acc = vec4<f32>(0.0);
-  let xb = e * p.nb;   // the expert's first staged block
-  var b = lane;
-  for (; b + 3u * LANES < p.nb; b += 4u * LANES) {
-    for (var i = 0u; i < ROWS; i++) {
-      let blk = (base + min(row0 + i, p.rows - 1u)) * p.nb + b;
-      let d0 = block_dot_q(blk, xb + b);
-      let d1 = block_dot_q(blk + LANES, xb + b + LANES);
-      let d2 = block_dot_q(blk + 2u * LANES, xb + b + 2u * LANES);
-      let d3 = block_dot_q(blk + 3u * LANES, xb + b + 3u * LANES);
-      acc[i] += d0;
-      acc[i] += d1;
-      acc[i] += d2;
-      acc[i] += d3;
-    }
-  }
-  for (; b < p.nb; b += LANES) {
-    for (var i = 0u; i < ROWS; i++) {
-      acc[i] += block_dot_q((base + min(row0 + i, p.rows - 1u)) * p.nb + b, xb + b);
-    }
-  }
-  return acc;
-}
+#include "row_reduce4.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
@@ -71,7 +45,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       if (e < p.k) {
         slot = slot_map[p.map_base + route[p.ids_base + e]];
       }
-      let acc = expert_partial(e, row0, lane, slot * p.rows);
+      let acc = rows_partial_at(row0, lane, slot * p.rows, p.rows, p.nb, e * p.nb);
       for (var i = 0u; i < ROWS; i++) {
         red[(e * ROWS + i) * 64u + t] = acc[i];
       }
