@@ -56,6 +56,15 @@ def stack_layout(header, name: str, parts, max_band_bytes: int):
     return fmt, cols, spans
 
 
+def stackable(header, name: str, parts, max_band_bytes: int) -> bool:
+    """Whether stack_layout accepts `parts`."""
+    try:
+        stack_layout(header, name, parts, max_band_bytes)
+    except ValueError:
+        return False
+    return True
+
+
 def stacked_matrix(name, fmt, cols, spans, bufs):
     """The stacked GpuMatrix (one band) over `bufs` and {part name: its row view}."""
     rows = sum(n for _, _, _, n in spans)
@@ -156,11 +165,7 @@ class WeightLoader:
 
     def can_stack(self, name: str, parts) -> bool:
         """Whether `stacked(name, parts)` can be made (stack_layout)."""
-        try:
-            stack_layout(self.header, name, parts, self.max_band_bytes)
-        except ValueError:
-            return False
-        return True
+        return stackable(self.header, name, parts, self.max_band_bytes)
 
     def stacked(self, name: str, parts):
         """The matrices `parts` ([(GGUF name, expected shape)], same type and width) as one GpuMatrix `name` of

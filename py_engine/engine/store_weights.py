@@ -17,7 +17,7 @@ from ..gguf import GGMLType
 from ..gguf.reader import parse_header
 from ..gpu.buffers import storage_buffer, write_bytes
 from ..gpu.kernels import GpuMatrix
-from .gpu_weights import stack_layout, stacked_matrix
+from .gpu_weights import stack_layout, stackable, stacked_matrix
 from ..store.layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, MANIFEST_FILE, RECORD_PLANES
 
 READ_CHUNK = 8 << 20  # dense planes are read and uploaded in pieces of this size (bounded Python memory)
@@ -138,11 +138,8 @@ class StoreWeightLoader:
     def can_stack(self, name: str, parts) -> bool:
         """Whether `stacked(name, parts)` can be made: stack_layout's conditions, and every part a dense plane of the
         store (an expert tensor is records, streamed into the pool)."""
-        try:
-            stack_layout(self.header, name, parts, self.max_band_bytes)
-        except ValueError:
-            return False
-        return all(part in self.planes for part, _ in parts)
+        return (stackable(self.header, name, parts, self.max_band_bytes)
+                and all(part in self.planes for part, _ in parts))
 
     def stacked(self, name: str, parts):
         """As WeightLoader.stacked: one GpuMatrix of the parts' rows (their planes copied side by side) and
