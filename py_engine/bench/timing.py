@@ -51,8 +51,8 @@ async def replay_rate(dec, n: int = 50) -> dict:
     """Whether the CPU or the GPU sets the decode pace: `n` back-to-back replays of the token's list (no readback,
     the same step words each time), timing the JS encode + submit loop alone and then until the GPU is done. CPU µs
     per token close to the total means encoding the ~dispatches (WebGPU calls) is the limit; far below it, the
-    GPU's own time (kernels, launches, barriers) is. Then the same list `n` times encoded into one encoder and
-    finished but never submitted: the WebGPU calls and their validation alone, without the submits (where the
+    GPU's own time (kernels, launches, barriers) is. Then the same list encoded `n` times, each into a command
+    buffer finished but never submitted: the WebGPU calls and their validation alone, without the submits (where the
     implementation turns the commands into the driver's)."""
     from ..gpu.buffers import write_buffer
     from ..gpu.commands import helper

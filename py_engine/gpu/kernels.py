@@ -170,9 +170,8 @@ class Kernels:
         where can_gate_input(w)). x_q8: x is the input already quantised by rmsnorm(xq=...) (only where
         takes_q8_input(w); x_base a multiple of 4), read as is by every workgroup (shaders/x_stage_q8pre.wgsl).
         argmax_out: also argmax_out[0] = the index (y_base + row) of the largest value written, ties to the lower,
-        and argmax_out[1] its f32 bits, as argmax() leaves them: every workgroup stores its rows' best as a partial
-        (shaders/row_argmax_parts.wgsl), one more dispatch reduces them (argmax_final.wgsl) instead of argmax's two
-        passes over y."""
+        and argmax_out[1] its f32 bits: every workgroup stores its rows' best as a partial
+        (shaders/row_argmax_parts.wgsl) and one more dispatch reduces them (argmax_final), with no pass over y."""
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
         if x_q8:
