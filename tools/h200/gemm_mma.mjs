@@ -1,0 +1,384 @@
+// Does WGSL reach the GPU's matrix units here? Dawn offers `chromium-experimental-subgroup-matrix` (Vulkan's
+// VK_KHR_cooperative_matrix) behind its allow_unsafe_apis toggle where the driver has it. This prints the adapter's
+// features and subgroup-matrix configurations, then times a Q8_0 × Q8_0 prefill GEMM (the int8 product of
+// gemm_tile_q8.wgsl: Σ_blocks d_w·d_x · Σ q_w·q_x) done with int8 subgroup-matrix products, one per 32-column
+// block and tile, each block's i32 tile scaled into f32 accumulators through workgroup memory (the block scales
+// differ per row and token, and a subgroup matrix has no per-element access), on the real model's dense shapes;
+// and, where an f16 configuration and `shader-f16` exist, the same GEMM on pre-dequantised f16 operands (one f32
+// accumulator over all of K: the ceiling of a dequantise-then-multiply design).
+//   DAWN_NODE=path/dawn.node node tools/h200/gemm_mma.mjs [--tiny]
+// Prints one JSON line per (shape, tokens, variant): µs per dispatch (median), TFLOP/s (2 · rows · K · tokens)
+// and the largest error of sampled outputs against a JS reference, relative to the largest |output|.
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const dawn = require(process.env.DAWN_NODE || 'webgpu');
+Object.assign(globalThis, dawn.globals);
+const gpu = dawn.create(['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization']);
+const adapter = await gpu.requestAdapter();
+const info = adapter.info || {};
+const configs = [...(info.subgroupMatrixConfigs || [])].map((c) => (
+  { ct: c.componentType, rt: c.resultComponentType, M: c.M, N: c.N, K: c.K }));
+console.log(JSON.stringify({ adapter: `${info.vendor} ${info.architecture} ${info.description}`,
+  features: [...adapter.features].sort(), subgroups: [info.subgroupMinSize, info.subgroupMaxSize], configs,
+  wgStorage: adapter.limits.maxComputeWorkgroupStorageSize }));
+const SGM = 'chromium-experimental-subgroup-matrix';
+if (!adapter.features.has(SGM)) { console.log(JSON.stringify({ result: `no ${SGM} on this adapter` })); process.exit(0); }
+const want = ['timestamp-query', 'subgroups', SGM, 'shader-f16'].filter((f) => adapter.features.has(f));
+const device = await adapter.requestDevice({ requiredFeatures: want,
+  requiredLimits: { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+                    maxBufferSize: adapter.limits.maxBufferSize,
+                    maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize } });
+device.addEventListener?.('uncapturederror', (e) => console.log(JSON.stringify({ uncaptured: e.error.message })));
+const hasTs = adapter.features.has('timestamp-query');
+const tiny = process.argv.includes('--tiny');
+const SG = info.subgroupMaxSize || 32;
+const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
+const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
+const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
+
+function rng(seed) { let s = seed >>> 0; return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296); }
+const f16 = (h) => { const e = (h >> 10) & 31, f = h & 1023; return (e ? (1 + f / 1024) * 2 ** (e - 15) : f / 1024 * 2 ** -14) * (h & 0x8000 ? -1 : 1); };
+function toF16Bits(v) {  // nearest f16 (normal range, round to nearest even) of a finite v
+  const b = new Uint32Array(new Float32Array([v]).buffer)[0];
+  const s = (b >>> 16) & 0x8000, e = ((b >>> 23) & 255) - 127 + 15, m = b & 0x7fffff;
+  if (e <= 0) return s;
+  let h = s | (e << 10) | (m >>> 13); const rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && (h & 1))) h += 1;
+  return h;
+}
+function mkbuf(arr, usage = S | CD) {
+  const b = device.createBuffer({ size: Math.max(16, Math.ceil(arr.byteLength / 16) * 16), usage });
+  for (let o = 0; o < arr.byteLength; o += 64 << 20)
+    device.queue.writeBuffer(b, o, arr.buffer, arr.byteOffset + o, Math.min(64 << 20, arr.byteLength - o));
+  return b;
+}
+async function compile(code, label) {
+  device.pushErrorScope('validation');
+  const module = device.createShaderModule({ code });
+  const ci = await module.getCompilationInfo();
+  const msgs = ci.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+  let pipe = null;
+  try { pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } }); }
+  catch (e) { msgs.push(String(e)); }
+  const err = await device.popErrorScope();
+  if (err) msgs.push(err.message);
+  if (msgs.length) { console.log(JSON.stringify({ variant: label, compile: msgs.slice(0, 4) })); return null; }
+  return pipe;
+}
+async function time(pipe, bg, gx, gy, R) {
+  const out = [];
+  if (!hasTs) {
+    for (let rep = 0; rep < 3; rep++) {
+      const t0 = performance.now();
+      const e = device.createCommandEncoder(); const p = e.beginComputePass();
+      p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
+      device.queue.submit([e.finish()]); await device.queue.onSubmittedWorkDone();
+      out.push((performance.now() - t0) * 1e3 / R);
+    }
+    return med(out);
+  }
+  const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
+  const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
+  const rb = device.createBuffer({ size: 16, usage: MR | CD });
+  for (let rep = 0; rep < 6; rep++) {
+    const e = device.createCommandEncoder();
+    const p = e.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+    p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
+    e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
+    device.queue.submit([e.finish()]);
+    await rb.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
+    if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
+  }
+  qs.destroy(); res.destroy(); rb.destroy();
+  return med(out);
+}
+async function readback(buf, bytes) {
+  const rb = device.createBuffer({ size: bytes, usage: MR | CD });
+  const e = device.createCommandEncoder(); e.copyBufferToBuffer(buf, 0, rb, 0, bytes); device.queue.submit([e.finish()]);
+  await rb.mapAsync(GPUMapMode.READ); const y = new Float32Array(rb.getMappedRange().slice(0)); rb.unmap(); rb.destroy();
+  return y;
+}
+
+// A subgroup's tiles start at an offset made from its subgroup index: not workgroup-uniform for WGSL's analysis,
+// but uniform within the subgroup, which is what the matrix operations need.
+const UNIFORMITY_OFF = '\ndiagnostic(off, chromium_experimental.subgroup_matrix_uniformity);';
+
+// How subgroupMatrixLoad counts an i8 matrix's offset and stride in an array<i32> (components or words): [offset
+// divisor, stride divisor]; set by checkUnits() on a small GEMM checked in full.
+let UNITS = [1, 1];
+
+// --- the int8 kernel: a workgroup of NSG subgroups; each subgroup owns TM × TN tiles of (c.M tokens × c.N rows)
+// and walks K block by block: c.K-deep products into i32 tiles, stored to its part of workgroup memory, read back
+// per lane (lane: column n = lane % N, rows m = lane / N + step · (SG / N)) and added as d_w·d_x·Σ to f32 registers.
+// `unrolled`: every tile its own variable (straight-line code); otherwise arrays of matrices indexed in loops.
+function int8Kernel(c, TM, TN, NSG, unrolled, units = UNITS) {
+  const off = (e) => (units[0] === 1 ? e : `(${e}) / ${units[0]}u`);
+  const stride = units[1] === 1 ? 'p.k' : `p.k / ${units[1]}u`;
+  const T = TM * TN, E = (c.M * c.N) / SG, steps = 32 / c.K;
+  const L = `subgroup_matrix_left<i8, ${c.K}, ${c.M}>`, R = `subgroup_matrix_right<i8, ${c.N}, ${c.K}>`;
+  const Res = `subgroup_matrix_result<i32, ${c.N}, ${c.M}>`;
+  let body = '';
+  // Every tile starts from a product, never from a declared-but-unset matrix: a function variable is hoisted to
+  // the function's start in SPIR-V, and a matrix declared in the loop was found not zeroed again per iteration.
+  if (unrolled) {
+    for (let s = 0; s < steps; s++) {
+      const col = `b * 32u + ${s * c.K}u`;
+      for (let i = 0; i < TM; i++)
+        body += `    let l${i}_${s} = subgroupMatrixLoad<${L}>(&xq, ${off(`(t0 + ${i * c.M}u) * p.k + ${col}`)}, false, ${stride});\n`;
+      for (let j = 0; j < TN; j++) {
+        body += `    let q${j}_${s} = subgroupMatrixLoad<${R}>(&wq, ${off(`(r0 + ${j * c.N}u) * p.k + ${col}`)}, true, ${stride});\n`;
+        for (let i = 0; i < TM; i++) body += s === 0
+          ? `    var c${i * TN + j} = subgroupMatrixMultiply<i32>(l${i}_${s}, q${j}_${s});\n`
+          : `    c${i * TN + j} = subgroupMatrixMultiplyAccumulate(l${i}_${s}, q${j}_${s}, c${i * TN + j});\n`;
+      }
+    }
+    for (let t = 0; t < T; t++) body += `    subgroupMatrixStore(&part, sgp + ${t * c.M * c.N}u, c${t}, false, ${c.N}u);\n`;
+  } else {
+    body += `    var cs: array<${Res}, ${T}>;\n`;
+    body += `    for (var s = 0u; s < ${steps}u; s++) {\n      let col = b * 32u + s * ${c.K}u;\n`;
+    body += `      var l: array<${L}, ${TM}>;\n`;
+    body += `      for (var i = 0u; i < ${TM}u; i++) { l[i] = subgroupMatrixLoad<${L}>(&xq, ${off(`(t0 + i * ${c.M}u) * p.k + col`)}, false, ${stride}); }\n`;
+    body += `      for (var j = 0u; j < ${TN}u; j++) {\n        let q = subgroupMatrixLoad<${R}>(&wq, ${off(`(r0 + j * ${c.N}u) * p.k + col`)}, true, ${stride});\n`;
+    body += `        for (var i = 0u; i < ${TM}u; i++) { cs[i * ${TN}u + j] = subgroupMatrixMultiplyAccumulate(l[i], q, cs[i * ${TN}u + j]); }\n      }\n    }\n`;
+    body += `    for (var t = 0u; t < ${T}u; t++) { subgroupMatrixStore(&part, sgp + t * ${c.M * c.N}u, cs[t], false, ${c.N}u); }\n`;
+  }
+  return `enable chromium_experimental_subgroup_matrix;${NSG > 1 ? UNIFORMITY_OFF : ''}
+struct Params { rows: u32, k: u32, tokens: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> xq: array<i32>;
+@group(0) @binding(2) var<storage, read> xd: array<f32>;
+@group(0) @binding(3) var<storage, read> wq: array<i32>;
+@group(0) @binding(4) var<storage, read> wd: array<u32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> part: array<i32, ${NSG * T * c.M * c.N}>;
+fn w_scale(blk: u32) -> f32 { return unpack2x16float(wd[blk >> 1u])[blk & 1u]; }
+@compute @workgroup_size(${SG * NSG})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let sg = ${NSG > 1 ? `li / ${SG}u` : '0u'};
+  let lane = li % ${SG}u;
+  let sgp = sg * ${T * c.M * c.N}u;
+  let r0 = (wg.x * ${NSG}u + sg) * ${TN * c.N}u;
+  let t0 = wg.y * ${TM * c.M}u;
+  let nb = p.k / 32u;
+  let n = lane % ${c.N}u;
+  let m0 = lane / ${c.N}u;
+  var acc: array<f32, ${T * E}>;
+  for (var b = 0u; b < nb; b++) {
+${body}    workgroupBarrier();
+    for (var t = 0u; t < ${T}u; t++) {
+      let dw = w_scale((r0 + (t % ${TN}u) * ${c.N}u + n) * nb + b);
+      for (var e = 0u; e < ${E}u; e++) {
+        let m = m0 + e * ${SG / c.N}u;
+        let dx = xd[(t0 + (t / ${TN}u) * ${c.M}u + m) * nb + b];
+        acc[t * ${E}u + e] += (dw * dx) * f32(part[sgp + t * ${c.M * c.N}u + m * ${c.N}u + n]);
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var t = 0u; t < ${T}u; t++) {
+    for (var e = 0u; e < ${E}u; e++) {
+      let tok = t0 + (t / ${TN}u) * ${c.M}u + m0 + e * ${SG / c.N}u;
+      y[tok * p.rows + r0 + (t % ${TN}u) * ${c.N}u + n] = acc[t * ${E}u + e];
+    }
+  }
+}
+`;
+}
+
+// --- the matrix units' ceiling here: the same loads and products, but one i32 sum over all of K per tile (no block
+// scales: a wrong product for Q8_0, timed only to show what the per-block scaling costs).
+function int8CeilingKernel(c, TM, TN) {
+  const T = TM * TN, E = (c.M * c.N) / SG;
+  const L = `subgroup_matrix_left<i8, ${c.K}, ${c.M}>`, R = `subgroup_matrix_right<i8, ${c.N}, ${c.K}>`;
+  const loads = (k) => {
+    let b = '';
+    for (let i = 0; i < TM; i++) b += `    let l${i} = subgroupMatrixLoad<${L}>(&xq, (t0 + ${i * c.M}u) * p.k + ${k}, false, p.k);\n`;
+    for (let j = 0; j < TN; j++) b += `    let q${j} = subgroupMatrixLoad<${R}>(&wq, (r0 + ${j * c.N}u) * p.k + ${k}, true, p.k);\n`;
+    return b;
+  };
+  let body = `  {\n${loads('0u')}`;
+  for (let t = 0; t < T; t++) body += `    c${t} = subgroupMatrixMultiply<i32>(l${(t / TN) | 0}, q${t % TN});\n`;
+  body += `  }\n  for (var k = ${c.K}u; k < p.k; k += ${c.K}u) {\n${loads('k')}`;
+  for (let t = 0; t < T; t++) body += `    c${t} = subgroupMatrixMultiplyAccumulate(l${(t / TN) | 0}, q${t % TN}, c${t});\n`;
+  body += '  }\n';
+  for (let t = 0; t < T; t++) body += `  subgroupMatrixStore(&part, ${t * c.M * c.N}u, c${t}, false, ${c.N}u);\n`;
+  let decl = '';
+  for (let t = 0; t < T; t++) decl += `  var c${t}: subgroup_matrix_result<i32, ${c.N}, ${c.M}>;\n`;
+  return `enable chromium_experimental_subgroup_matrix;
+struct Params { rows: u32, k: u32, tokens: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> xq: array<i32>;
+@group(0) @binding(3) var<storage, read> wq: array<i32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> part: array<i32, ${T * c.M * c.N}>;
+@compute @workgroup_size(${SG})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+  let r0 = wg.x * ${TN * c.N}u;
+  let t0 = wg.y * ${TM * c.M}u;
+${decl}${body}  workgroupBarrier();
+  for (var t = 0u; t < ${T}u; t++) {
+    for (var e = 0u; e < ${E}u; e++) {
+      let m = lane / ${c.N}u + e * ${SG / c.N}u;
+      let n = lane % ${c.N}u;
+      y[(t0 + (t / ${TN}u) * ${c.M}u + m) * p.rows + r0 + (t % ${TN}u) * ${c.N}u + n] = f32(part[t * ${c.M * c.N}u + m * ${c.N}u + n]);
+    }
+  }
+}
+`;
+}
+
+// --- the f16 ceiling: operands already dequantised to f16 (W rows and x rows, K-contiguous), f32 result tiles
+// accumulated over all of K and stored directly.
+function f16Kernel(c, TM, TN, NSG) {
+  const T = TM * TN;
+  const L = `subgroup_matrix_left<f16, ${c.K}, ${c.M}>`, R = `subgroup_matrix_right<f16, ${c.N}, ${c.K}>`;
+  const Res = `subgroup_matrix_result<f32, ${c.N}, ${c.M}>`;
+  let body = '';
+  for (let t = 0; t < T; t++) body += `  var c${t}: ${Res};\n`;
+  body += `  for (var k = 0u; k < p.k; k += ${c.K}u) {\n`;
+  for (let i = 0; i < TM; i++) body += `    let l${i} = subgroupMatrixLoad<${L}>(&xh, (t0 + ${i * c.M}u) * p.k + k, false, p.k);\n`;
+  for (let j = 0; j < TN; j++) {
+    body += `    let q${j} = subgroupMatrixLoad<${R}>(&wh, (r0 + ${j * c.N}u) * p.k + k, true, p.k);\n`;
+    for (let i = 0; i < TM; i++) body += `    c${i * TN + j} = subgroupMatrixMultiplyAccumulate(l${i}, q${j}, c${i * TN + j});\n`;
+  }
+  body += '  }\n';
+  for (let i = 0; i < TM; i++) for (let j = 0; j < TN; j++)
+    body += `  subgroupMatrixStore(&y, (t0 + ${i * c.M}u) * p.rows + r0 + ${j * c.N}u, c${i * TN + j}, false, p.rows);\n`;
+  return `enable f16;
+enable chromium_experimental_subgroup_matrix;${NSG > 1 ? UNIFORMITY_OFF : ''}
+struct Params { rows: u32, k: u32, tokens: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> xh: array<f16>;
+@group(0) @binding(3) var<storage, read> wh: array<f16>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(${SG * NSG})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+  let sg = ${NSG > 1 ? `li / ${SG}u` : '0u'};
+  let r0 = (wg.x * ${NSG}u + sg) * ${TN * c.N}u;
+  let t0 = wg.y * ${TM * c.M}u;
+${body}}
+`;
+}
+
+function report(o, flops) {
+  const { us, relErr, ...rest } = o;
+  console.log(JSON.stringify({ ...rest, us: +us.toFixed(1), TFLOPs: +(flops / us / 1e6).toPrecision(3),
+                               relErr: +relErr.toExponential(1) }));
+}
+
+async function dense(name, rows, K, T) {
+  const r = rng(rows ^ K ^ T), nb = K / 32;
+  const wq = new Int8Array(rows * K); for (let i = 0; i < wq.length; i++) wq[i] = (r() * 256 | 0) - 128;
+  const wdBits = new Uint16Array(rows * nb + 2); for (let i = 0; i < rows * nb; i++) wdBits[i] = 0x2000 + ((r() * 1024) | 0);
+  const xq = new Int8Array(T * K); for (let i = 0; i < xq.length; i++) xq[i] = (r() * 255 | 0) - 127;
+  const xd = new Float32Array(T * nb); for (let i = 0; i < xd.length; i++) xd[i] = f16(toF16Bits(0.001 + r() * 0.01));
+  const ref = (row, t) => {
+    let s = 0;
+    for (let b = 0; b < nb; b++) {
+      let q = 0; for (let j = 0; j < 32; j++) q += wq[row * K + 32 * b + j] * xq[t * K + 32 * b + j];
+      s += f16(wdBits[row * nb + b]) * xd[t * nb + b] * q;
+    }
+    return s;
+  };
+  const samples = [[0, 0], [rows - 1, T - 1], [rows >> 1, T >> 1], [1, T - 1], [rows - 2, 0], [17, 33 % T], [rows - 33, 5]];
+  const params = mkbuf(new Uint32Array([rows, K, T, 0]), U | CD);
+  const bufs = { 0: params, 1: mkbuf(xq), 2: mkbuf(xd), 3: mkbuf(wq), 4: mkbuf(wdBits),
+                 5: device.createBuffer({ size: T * rows * 4, usage: S | CS | CD }) };
+  const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T))));
+  const check = async () => {
+    const got = await readback(bufs[5], T * rows * 4);
+    let err = 0, mag = 1e-30;
+    for (const [row, t] of samples) { const w = ref(row, t); err = Math.max(err, Math.abs(got[t * rows + row] - w)); mag = Math.max(mag, Math.abs(w)); }
+    device.queue.writeBuffer(bufs[5], 0, new Float32Array(T * rows));
+    return err / mag;
+  };
+  for (const c of configs.filter((c) => c.ct === 'i8' && c.rt === 'i32' && 32 % c.K === 0)) {
+    for (const [TM, TN, NSG, unrolled] of [[2, 2, 1, true], [2, 4, 1, true], [4, 2, 1, true], [4, 4, 1, true]]) {
+      const variant = `i8 ${c.M}x${c.N}x${c.K} tiles ${TM}x${TN} sg ${NSG}${unrolled ? '' : ' loops'}`;
+      if (T % (TM * c.M) || rows % (TN * c.N * NSG)) continue;
+      if (NSG * TM * TN * c.M * c.N * 4 > adapter.limits.maxComputeWorkgroupStorageSize) continue;
+      const pipe = await compile(int8Kernel(c, TM, TN, NSG, unrolled), variant);
+      if (!pipe) continue;
+      const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+        entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
+      const gx = rows / (TN * c.N * NSG), gy = T / (TM * c.M);
+      const us = await time(pipe, bg, gx, gy, R);
+      report({ shape: name, rows, K, tokens: T, variant, us, relErr: await check() }, 2 * rows * K * T);
+    }
+  }
+  for (const c of configs.filter((c) => c.ct === 'i8' && c.rt === 'i32')) {
+    for (const [TM, TN] of [[2, 2], [2, 4], [4, 4]]) {
+      const variant = `i8 ${c.M}x${c.N}x${c.K} tiles ${TM}x${TN}, no block scales (ceiling)`;
+      if (T % (TM * c.M) || rows % (TN * c.N)) continue;
+      const pipe = await compile(int8CeilingKernel(c, TM, TN), variant);
+      if (!pipe) continue;
+      const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+        entries: [0, 1, 3, 5].map((binding) => ({ binding, resource: { buffer: bufs[binding] } })) });
+      const us = await time(pipe, bg, rows / (TN * c.N), T / (TM * c.M), R);
+      report({ shape: name, rows, K, tokens: T, variant, us, relErr: NaN }, 2 * rows * K * T);
+    }
+  }
+  const fc = configs.filter((c) => c.ct === 'f16' && c.rt === 'f32');
+  if (fc.length && device.features.has('shader-f16')) {
+    const wh = new Uint16Array(rows * K), xh = new Uint16Array(T * K);
+    for (let i = 0; i < wh.length; i++) wh[i] = toF16Bits(wq[i] * f16(wdBits[(i / 32) | 0]));
+    for (let i = 0; i < xh.length; i++) xh[i] = toF16Bits(xq[i] * xd[(i / 32) | 0]);
+    const hb = { 0: params, 1: mkbuf(xh), 3: mkbuf(wh), 5: bufs[5] };
+    for (const c of fc) {
+      for (const [TM, TN, NSG] of [[2, 2, 1], [2, 4, 1], [4, 4, 1], [2, 2, 4]]) {
+        const variant = `f16 ${c.M}x${c.N}x${c.K} tiles ${TM}x${TN} sg ${NSG}`;
+        if (T % (TM * c.M) || rows % (TN * c.N * NSG)) continue;
+        const pipe = await compile(f16Kernel(c, TM, TN, NSG), variant);
+        if (!pipe) continue;
+        const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+          entries: Object.entries(hb).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
+        const us = await time(pipe, bg, rows / (TN * c.N * NSG), T / (TM * c.M), R);
+        report({ shape: name, rows, K, tokens: T, variant, us, relErr: await check() }, 2 * rows * K * T);
+      }
+    }
+    hb[1].destroy(); hb[3].destroy();
+  }
+  Object.values(bufs).forEach((b) => b.destroy());
+}
+
+async function checkUnits() {
+  const c = configs.find((c) => c.ct === 'i8' && c.rt === 'i32' && 32 % c.K === 0);
+  const rows = 64, K = 256, T = 32, nb = K / 32, r = rng(5);
+  const wq = new Int8Array(rows * K).map(() => (r() * 256 | 0) - 128), xq = new Int8Array(T * K).map(() => (r() * 255 | 0) - 127);
+  const wdBits = new Uint16Array(rows * nb).fill(0x3c00), xd = new Float32Array(T * nb).fill(1);
+  const bufs = { 0: mkbuf(new Uint32Array([rows, K, T, 0]), U | CD), 1: mkbuf(xq), 2: mkbuf(xd), 3: mkbuf(wq), 4: mkbuf(wdBits),
+                 5: device.createBuffer({ size: T * rows * 4, usage: S | CS | CD }) };
+  const good = [];
+  for (const units of [[1, 1], [4, 1], [4, 4], [1, 4]]) {
+    const pipe = await compile(int8Kernel(c, 2, 2, 1, true, units), `units ${units}`);
+    if (!pipe) continue;
+    device.queue.writeBuffer(bufs[5], 0, new Float32Array(T * rows));
+    const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+      entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
+    const e = device.createCommandEncoder(); const ps = e.beginComputePass();
+    ps.setPipeline(pipe); ps.setBindGroup(0, bg); ps.dispatchWorkgroups(rows / (2 * c.N), T / (2 * c.M)); ps.end();
+    device.queue.submit([e.finish()]);
+    const got = await readback(bufs[5], T * rows * 4);
+    let bad = 0, first = null;
+    for (let t = 0; t < T; t++) for (let row = 0; row < rows; row++) {
+      let q = 0; for (let j = 0; j < K; j++) q += wq[row * K + j] * xq[t * K + j];
+      if (got[t * rows + row] !== q) { bad++; if (!first) first = { t, row, got: got[t * rows + row], want: q }; }
+    }
+    console.log(JSON.stringify({ units, config: `${c.M}x${c.N}x${c.K}`, wrong: bad, of: T * rows, first }));
+    if (!bad) good.push(units);
+  }
+  Object.values(bufs).forEach((b) => b.destroy());
+  return good;
+}
+
+const good = await checkUnits();
+if (!good.length) { console.log(JSON.stringify({ result: 'no offset/stride reading gives the exact product' })); process.exit(0); }
+UNITS = good[0];
+for (const T of tiny ? [64] : [512, 64]) {
+  if (tiny) { await dense('dense (256 x 128)', 256, 128, T); continue; }
+  await dense('attn_qkv (8192 x 2048)', 8192, 2048, T);
+  await dense('ssm_out / attn_out (2048 x 4096)', 2048, 4096, T);
+}
+process.exit(0);
