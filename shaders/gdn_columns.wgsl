@@ -1,7 +1,7 @@
 // The lane layout shared by the one-token and chunk DeltaNet recurrences: a workgroup of 256 covers COLS value
 // columns j of a head's state S; the SLICES lanes of a column split its key rows (i ≡ slice mod SLICES) and keep
 // them in registers (MAX_ROWS each). Also the q/k staging of gdn_qk_norm.wgsl and the column sum. The includer
-// declares p (dk, eps) and qkv.
+// declares p (dk, eps) and qkv_at(e).
 const WG: u32 = 256u;
 const COLS: u32 = 32u;                 // value columns per workgroup
 const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)

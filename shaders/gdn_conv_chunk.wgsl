@@ -19,6 +19,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     return;
   }
   for (var r = 0u; r < chunk.n; r++) {
-    y[r * p.y_stride + c] = conv_silu_step(c, x[r * p.x_stride + c], chunk.pos0 + r == 0u);
+    let xc = x[r * p.x_stride + c];
+    y[r * p.y_stride + c] = conv_silu_at(c, xc, chunk.pos0 + r);
+    conv_keep(c, xc, chunk.pos0 + r);
   }
 }

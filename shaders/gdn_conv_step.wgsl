@@ -1,24 +1,26 @@
 // One channel's step of Gated DeltaNet's causal depthwise convolution + SiLU, shared by the one-token and the chunk
-// kernels (the includer declares p.n (channels), p.k (taps), w (ssm_conv1d, K taps of a channel contiguous) and
-// window (the previous K-1 inputs, oldest first, channel-minor)):
-//   y = silu(Σ_{j < K-1} window[j][c] · w[c][j]  +  xc · w[c][K-1])     (oldest to newest, as ggml sums)
-// then the window shifts by one token. `fresh` (position 0) reads the stored window as zeros.
-fn conv_silu_step(c: u32, xc: f32, fresh: bool) -> f32 {
-  let taps = p.k - 1u;
+// kernels (the includer declares p.n (channels), p.k (taps K), w (ssm_conv1d, K taps of a channel contiguous) and
+// window: the last K inputs as a ring, the input of position q in slot q % K, channel-minor):
+//   y = silu(Σ_{j < K-1} x(pos - (K-1) + j) · w[c][j]  +  xc · w[c][K-1])     (oldest to newest, as ggml sums)
+// where x(q) is the stored input of position q and 0 before position 0 (a sequence starts at 0: stale slots are
+// never read, so a new sequence needs no clearing pass). The ring (not a shifted window) lets every workgroup of
+// a dispatch read the previous inputs while one writes the current one: that goes to slot pos % K, which holds
+// position pos - K, read by no one at this step.
+fn conv_silu_at(c: u32, xc: f32, pos: u32) -> f32 {
   var acc = 0.0;
-  for (var j = 0u; j < taps; j++) {
+  for (var j = 0u; j + 1u < p.k; j++) {
+    let back = p.k - 1u - j;  // positions before this one
     var prev = 0.0;
-    if (!fresh) {
-      prev = window[j * p.n + c];
+    if (pos >= back) {
+      prev = window[((pos - back) % p.k) * p.n + c];
     }
     acc += prev * w[c * p.k + j];
-    if (j > 0u) {
-      window[(j - 1u) * p.n + c] = prev;   // shift: the oldest input drops out
-    }
   }
-  acc += xc * w[c * p.k + taps];
-  if (taps > 0u) {
-    window[(taps - 1u) * p.n + c] = xc;
-  }
+  acc += xc * w[c * p.k + p.k - 1u];
   return acc / (1.0 + exp(-acc));
+}
+
+// Keeps position pos's input of channel c for the next K - 1 positions.
+fn conv_keep(c: u32, xc: f32, pos: u32) {
+  window[(pos % p.k) * p.n + c] = xc;
 }

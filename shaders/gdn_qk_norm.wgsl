@@ -1,6 +1,7 @@
 // Shared by the one-token and chunk DeltaNet recurrences: softplus, and the load of one row's q and k of key head kh
 // into workgroup memory with their L2 scales (ggml_l2_norm: x / max(||x||, eps); q also times 1/sqrt(dk)).
-// The includer declares p (dk, eps), qkv, WG, q_sh, k_sh, red_q, red_k. Every lane of the workgroup must call it.
+// The includer declares p (dk, eps), WG, q_sh, k_sh, red_q, red_k and qkv_at(e): the value e of its q | k | v
+// (read from memory, or computed there). Every lane of the workgroup must call it.
 fn softplus(x: f32) -> f32 {
   // log(1 + e^x); above 20 it equals x in f32 (and e^x would overflow further up)
   if (x > 20.0) {
@@ -9,13 +10,14 @@ fn softplus(x: f32) -> f32 {
   return log(1.0 + exp(x));
 }
 
-// (q_scale, k_scale) of the q and k rows at qkv[q_at ..] and qkv[k_at ..] (dk values each), staged in q_sh / k_sh.
+// (q_scale, k_scale) of the q and k rows at qkv_at(q_at ..) and qkv_at(k_at ..) (dk values each), staged in q_sh /
+// k_sh.
 fn load_qk(t: u32, q_at: u32, k_at: u32) -> vec2<f32> {
   var sq = 0.0;
   var sk = 0.0;
   for (var i = t; i < p.dk; i += WG) {
-    let qv = qkv[q_at + i];
-    let kv = qkv[k_at + i];
+    let qv = qkv_at(q_at + i);
+    let kv = qkv_at(k_at + i);
     q_sh[i] = qv;
     k_sh[i] = kv;
     sq += qv * qv;

@@ -21,6 +21,10 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
+fn qkv_at(e: u32) -> f32 {
+  return qkv[e];
+}
+
 #include "gdn_columns.wgsl"
 
 @compute @workgroup_size(256)

@@ -1,4 +1,4 @@
-"""The qwen35moe kernels (Gated DeltaNet conv / recurrence / gated norm, gated attention q split and output gate,
+"""The qwen35moe kernels (Gated DeltaNet conv + recurrence / gated norm, gated attention q split and output gate,
 shared-expert gate; the gated norm and the output gate fused into the following product; the attention's q/k
 norm + RoPE + KV append in one dispatch) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against the numpy reference
 (diskformer.reference.layers, the oracle of the model tests).
@@ -112,67 +112,58 @@ class Plan:
 EPS = 1e-6
 # (n_k_heads, n_v_heads, dk, dv): one key head; tiled key heads with dv spanning two workgroups; real head sizes
 GDN_SHAPES = [(1, 1, 32, 32), (2, 4, 32, 80), (2, 4, 128, 128)]
-GDN_TOKENS = 4
-
-
-def conv_case(plan, rng, expect):
-    """5 tokens through the conv at positions 0..4, then a new sequence at position 0 on the dirty window."""
-    C, K, xb, yb = 200, 4, 8, 16
-    w = rng.standard_normal((C, K)).astype(np.float32)
-    plan.data("conv_w", w)
-    plan.zeros("conv_window", (K - 1) * C)
-    plan.zeros("conv_y", C + yb)
-    xs = rng.standard_normal((6, C)).astype(np.float32) * 2
-    window = np.zeros((K - 1, C))
-    for t in range(6):
-        pos = t if t < 5 else 0
-        if pos == 0:
-            window = np.zeros((K - 1, C))
-        x_in = np.concatenate([rng.standard_normal(xb), xs[t]]).astype(np.float32)
-        plan.data(f"conv_x{t}", x_in)
-        op = {"op": "gdn_conv", "bufs": {"x": f"conv_x{t}", "conv_w": "conv_w", "window": "conv_window",
-                                          "y": "conv_y"},
-              "vals": {"n_channels": C, "kernel_size": K, "x_base": xb, "y_base": yb}}
-        run = plan.run(pos, [op], ["conv_y", "conv_window"])
-        out, window = layers.causal_conv1d(xs[t][None].astype(np.float64), window, w.astype(np.float64))
-        expect[("conv", run)] = (layers.silu(out[0]), window.copy(), yb)
+GDN_TOKENS = 5  # more than the conv's K = 4 taps: the ring wraps
+CONV_K = 4
 
 
 def gdn_case(plan, rng, expect, shape_index):
+    """GDN_TOKENS tokens through the conv + delta rule at positions 0.., then a new sequence at position 0 on the
+    dirty ring and state."""
     nk, nv, dk, dv = GDN_SHAPES[shape_index]
+    C, K = 2 * nk * dk + nv * dv, CONV_K
     tag = f"gdn{shape_index}"
+    xb = 2 * nv + 4  # the conv's input after the gates and 4 unrelated values
     dt = rng.standard_normal(nv).astype(np.float32)
     a = -np.exp(rng.standard_normal(nv)).astype(np.float32)
+    conv_w = (rng.standard_normal((C, K)) * 0.5).astype(np.float32)
     plan.data(tag + "_dt", dt)
     plan.data(tag + "_a", a)
+    plan.data(tag + "_conv_w", conv_w)
+    plan.zeros(tag + "_window", K * C)
     plan.zeros(tag + "_state", nv * dk * dv)
     plan.zeros(tag + "_out", nv * dv)
-    state = np.zeros((nv, dv, dk))
     key_head = np.arange(nv) % nk
-    qb = 4  # q starts after 4 unrelated values
+    f = lambda x: x.astype(np.float64)  # noqa: E731
+    inputs = {}  # position -> conv input of the current sequence
     for t in range(GDN_TOKENS + 1):
         pos = t if t < GDN_TOKENS else 0
         if pos == 0:
             state = np.zeros((nv, dv, dk))
-        q = rng.standard_normal((nk, dk)).astype(np.float32)
-        k = rng.standard_normal((nk, dk)).astype(np.float32)
-        v = rng.standard_normal((nv, dv)).astype(np.float32)
+            window = np.zeros((K - 1, C))
+            inputs = {}
+        x = (rng.standard_normal(C) * 2).astype(np.float32)
         gates = (rng.standard_normal(2 * nv) * 2).astype(np.float32)
-        plan.data(f"{tag}_qkv{t}", np.concatenate([np.zeros(qb), q.ravel(), k.ravel(), v.ravel()]))
-        plan.data(f"{tag}_g{t}", gates)
-        op = {"op": "gdn_recurrent",
-              "bufs": {"qkv": f"{tag}_qkv{t}", "gates": f"{tag}_g{t}", "dt_bias": tag + "_dt", "ssm_a": tag + "_a",
-                       "state": tag + "_state", "out": tag + "_out"},
-              "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "q_base": qb}}
-        run = plan.run(pos, [op], [tag + "_out", tag + "_state"])
-        f = lambda x: x.astype(np.float64)  # noqa: E731
-        qn = layers.l2_norm(f(q), EPS)[key_head] / math.sqrt(dk)
-        kn = layers.l2_norm(f(k), EPS)[key_head]
+        inputs[pos] = x
+        plan.data(f"{tag}_dn{t}", np.concatenate([gates, np.zeros(4), x]))
+        op = {"op": "gdn_conv_recurrent",
+              "bufs": {"dn": f"{tag}_dn{t}", "conv_w": tag + "_conv_w", "window": tag + "_window",
+                       "dt_bias": tag + "_dt", "ssm_a": tag + "_a", "state": tag + "_state", "out": tag + "_out"},
+              "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "kernel_size": K,
+                       "x_base": xb}}
+        run = plan.run(pos, [op], [tag + "_out", tag + "_state", tag + "_window"])
+        conv, window = layers.causal_conv1d(f(x)[None], window, f(conv_w))
+        qkv = layers.silu(conv[0])
+        q = qkv[:nk * dk].reshape(nk, dk)
+        k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk)
+        v = qkv[2 * nk * dk:].reshape(nv, dv)
+        qn = layers.l2_norm(q, EPS)[key_head] / math.sqrt(dk)
+        kn = layers.l2_norm(k, EPS)[key_head]
         beta = layers.sigmoid(f(gates[:nv]))
         g = layers.softplus(f(gates[nv:]) + f(dt)) * f(a)
-        o = layers.gated_delta_rule(qn[None], kn[None], f(v)[None], g[None], beta[None], state)
-        # the GPU keeps S key-major: [head][key i][value j]
-        expect[(tag, run)] = (o[0].ravel(), state.transpose(0, 2, 1).ravel().copy())
+        o = layers.gated_delta_rule(qn[None], kn[None], v[None], g[None], beta[None], state)
+        # the GPU keeps S key-major ([head][key i][value j]) and the conv's inputs in a ring (position q in slot q % K)
+        ring = {q_pos % K: inputs[q_pos] for q_pos in range(max(0, pos - K + 1), pos + 1)}
+        expect[(tag, run)] = (o[0].ravel(), state.transpose(0, 2, 1).ravel().copy(), ring)
 
 
 def norm_and_gate_cases(plan, rng, expect):
@@ -278,7 +269,6 @@ def kernel_results(tmp_path_factory):
     rng = np.random.default_rng(35)
     plan = Plan(folder)
     expect = {}
-    conv_case(plan, rng, expect)
     for i in range(len(GDN_SHAPES)):
         gdn_case(plan, rng, expect, i)
     norm_and_gate_cases(plan, rng, expect)
@@ -294,24 +284,19 @@ def _items(expect, kind):
     return [(run, v) for (k, run), v in expect.items() if k == kind]
 
 
-def test_gdn_conv(kernel_results):
-    plan, expect = kernel_results
-    for run, (y, window, yb) in _items(expect, "conv"):
-        np.testing.assert_allclose(plan.out(run, "conv_y")[yb:], y, rtol=1e-5, atol=1e-5, err_msg=f"run {run}")
-        np.testing.assert_allclose(plan.out(run, "conv_window"), window.ravel(), rtol=0, atol=0,
-                                   err_msg=f"window after run {run}")
-
-
 @pytest.mark.parametrize("shape_index", range(len(GDN_SHAPES)))
-def test_gdn_recurrent(kernel_results, shape_index):
+def test_gdn_conv_recurrent(kernel_results, shape_index):
     plan, expect = kernel_results
     tag = f"gdn{shape_index}"
     runs = _items(expect, tag)
     assert len(runs) == GDN_TOKENS + 1
-    for run, (o, state) in runs:
+    for run, (o, state, ring) in runs:
         np.testing.assert_allclose(plan.out(run, tag + "_out"), o, rtol=2e-4, atol=2e-5, err_msg=f"o, run {run}")
         np.testing.assert_allclose(plan.out(run, tag + "_state"), state, rtol=2e-4, atol=2e-5,
                                    err_msg=f"state, run {run}")
+        window = plan.out(run, tag + "_window").reshape(CONV_K, -1)
+        for slot, x in ring.items():  # every input the next K - 1 positions read, kept as given
+            np.testing.assert_array_equal(window[slot], x, err_msg=f"ring slot {slot}, run {run}")
 
 
 def test_gdn_gated_norm(kernel_results):

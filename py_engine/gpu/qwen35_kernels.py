@@ -4,7 +4,7 @@ its step uniform, its parameter buffers), like the launchers in kernels.py.
 """
 from .kernels import InputGate
 
-MAX_GDN_KEY_DIM = 256  # shaders/gdn_recurrent.wgsl keeps one key head's q and k in workgroup memory
+MAX_GDN_KEY_DIM = 256  # shaders/gdn_conv_recurrent.wgsl keeps one key head's q and k in workgroup memory
 
 
 def _step_label(label: str, name: str) -> str:
@@ -17,28 +17,24 @@ def _params(kern, fmt, *values, label=""):
     return kern._params(fmt, *values, label=label)
 
 
-def gdn_conv(kern, dl, x, conv_w, window, y, n_channels, kernel_size, x_base=0, y_base=0, label="ssm_conv"):
-    """y[y_base + c] = silu(causal conv of channel c over the window and x[x_base + c]); the window advances."""
-    if kernel_size < 2:
-        raise ValueError(f"gdn_conv: kernel size {kernel_size} (needs >= 2: the window holds kernel - 1 inputs)")
-    params = _params(kern, "4I", n_channels, kernel_size, x_base, y_base, label=label)
-    kern._record(dl, "gdn_conv.wgsl", {}, {0: params, 1: kern.step, 2: x, 3: conv_w, 4: window, 5: y},
-                 (n_channels + 255) // 256, label)
-
-
-def gdn_recurrent(kern, dl, qkv, gates, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
-                  q_base=0, k_base=None, v_base=None, label="delta_net"):
-    """One token of the gated delta rule for every value head (see shaders/gdn_recurrent.wgsl). qkv holds q | k | v
-    (key heads of dk, value heads of dv); gates holds beta_raw | alpha_raw (n_v_heads each); out gets o (n_v × dv)."""
+def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
+                       kernel_size, x_base, label="delta_net"):
+    """One token of Gated DeltaNet after its input products (shaders/gdn_conv_recurrent.wgsl): the causal conv + SiLU
+    of q | k | v (key heads of dk, value heads of dv; read at dn[x_base ..], kept in `window`, a ring of kernel_size
+    inputs) and the gated delta rule for every value head; dn holds beta_raw | alpha_raw (n_v_heads each) from 0,
+    out gets o (n_v × dv)."""
     if dk > MAX_GDN_KEY_DIM:
-        raise ValueError(f"gdn_recurrent: key head dim {dk} > {MAX_GDN_KEY_DIM} is not supported")
+        raise ValueError(f"gdn_conv_recurrent: key head dim {dk} > {MAX_GDN_KEY_DIM} is not supported")
     if n_v_heads % n_k_heads:
-        raise ValueError(f"gdn_recurrent: {n_v_heads} value heads is not a multiple of {n_k_heads} key heads")
-    k_base = q_base + n_k_heads * dk if k_base is None else k_base
-    v_base = k_base + n_k_heads * dk if v_base is None else v_base
-    params = _params(kern, "7If", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, label=label)
-    kern._record(dl, "gdn_recurrent.wgsl", {},
-                 {0: params, 1: kern.step, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out},
+        raise ValueError(f"gdn_conv_recurrent: {n_v_heads} value heads is not a multiple of {n_k_heads} key heads")
+    if kernel_size < 2:
+        raise ValueError(f"gdn_conv_recurrent: conv kernel size {kernel_size} (needs >= 2)")
+    k_base = n_k_heads * dk
+    n_channels = 2 * k_base + n_v_heads * dv
+    params = _params(kern, "7If4I", n_k_heads, n_v_heads, dk, dv, 0, k_base, 2 * k_base, eps, n_channels,
+                     kernel_size, x_base, 0, label=label)
+    kern._record(dl, "gdn_conv_recurrent.wgsl", {},
+                 {0: params, 1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out},
                  ((dv + 31) // 32, n_v_heads), label)  # 32 value columns per workgroup
 
 
@@ -88,5 +84,5 @@ def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
     kern._record(dl, "shared_expert_gate.wgsl", {}, {0: params, 1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label)
 
 
-__all__ = ["gdn_conv", "gdn_recurrent", "gdn_gated_norm", "gated_norm_product", "gated_output_product",
+__all__ = ["gdn_conv_recurrent", "gdn_gated_norm", "gated_norm_product", "gated_output_product",
            "attn_q_split", "attn_output_gate", "shared_expert_gate"]

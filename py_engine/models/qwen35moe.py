@@ -13,7 +13,7 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 from dataclasses import dataclass
 
 from ..gpu.fused_kernels import down_combine_fits, route_layout
-from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv, gdn_recurrent
+from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv_recurrent
 from .common import (arch_value, load_projections, moe_act_values, output_buffers, record_output, record_products,
                      record_routed_moe)
 
@@ -152,7 +152,7 @@ class Qwen35Moe:
                 ("shexp_out", e)] + output_buffers(c)
         for i, rec in enumerate(c.recurrent):
             if rec:
-                bufs += [(f"conv_window.{i}", (c.ssm_conv_kernel - 1) * c.conv_channels),
+                bufs += [(f"conv_window.{i}", c.ssm_conv_kernel * c.conv_channels),  # a ring: gdn_conv_step.wgsl
                          (f"ssm_state.{i}", c.ssm_dt_rank * c.ssm_d_state * c.head_v_dim)]
         return bufs
 
@@ -282,11 +282,9 @@ class Qwen35Moe:
         dn = acts["dn_in"]  # beta | alpha | qkv | z
         record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
                         xn_out=acts["xn"])
-        gdn_conv(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], acts["qkv_conv"], c.conv_channels,
-                 c.ssm_conv_kernel, x_base=2 * nv, label=f"conv_output_silu-{i}")
-        gdn_recurrent(kern, dl, acts["qkv_conv"], dn, w["ssm_dt"], w["ssm_a"], acts[f"ssm_state.{i}"],
-                      acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim, c.rms_eps,
-                      label=f"attn_output-{i}")
+        gdn_conv_recurrent(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], w["ssm_dt"], w["ssm_a"],
+                           acts[f"ssm_state.{i}"], acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim,
+                           c.rms_eps, c.ssm_conv_kernel, 2 * nv, label=f"attn_output-{i}")
         gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"], nv,
                            c.head_v_dim, c.rms_eps, acts["h"], z_base=2 * nv + c.conv_channels,
                            label=f"linear_attn_out-{i}")

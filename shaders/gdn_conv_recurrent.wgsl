@@ -1,6 +1,10 @@
-// Gated DeltaNet recurrence for one token (llama.cpp build_delta_net_autoregressive on the qwen35moe layer's
-// q, k, v after the conv + SiLU). Per value head h, reading key head kh = h % n_k_heads (llama.cpp repeats the key
-// heads tiled, ggml_repeat_4d):
+// One token of Gated DeltaNet after its input products: the causal conv + SiLU of the q, k, v channels
+// (gdn_conv_step.wgsl, llama.cpp ggml_ssm_conv + ggml_silu), then the gated delta rule (llama.cpp
+// build_delta_net_autoregressive), in one dispatch. Each workgroup computes the conv outputs it reads (its key
+// head's q and k, its value columns' v: a few taps each) instead of a dispatch writing them all first; the inputs
+// are kept in the conv's ring (slot pos % K, which no workgroup reads at this step): its v columns by each
+// workgroup, a key head's q and k by column block 0 of value head kh. Per value head h, reading key head
+// kh = h % n_k_heads (llama.cpp repeats the key heads tiled, ggml_repeat_4d):
 //   q, k   = l2norm(q_kh), l2norm(k_kh)       l2norm(x) = x / max(||x||, eps)    (ggml_l2_norm: eps is a floor)
 //   q     *= 1 / sqrt(dk)
 //   beta   = sigmoid(beta_raw[h]);  g = softplus(alpha_raw[h] + dt_bias[h]) · ssm_a[h]
@@ -9,21 +13,30 @@
 // invocations (neighbouring j) read neighbouring words. A workgroup of 256 covers 32 value columns j; the 8 lanes
 // of a column split its key rows (i ≡ slice mod 8) and keep them in registers between the two passes, so each lane
 // walks dk / 8 rows instead of all dk twice (a long chain of dependent loads per lane was what bounded the kernel).
-// Position 0 starts a sequence: the stored S is read as zeros (no clearing pass).
+// Position 0 starts a sequence: the stored S and conv inputs read as zeros (no clearing pass).
 // Workgroups: (ceil(dv / 32), n_v_heads). Correct for any subgroup size (no subgroup operations).
 #include "step.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,
-  q_base: u32, k_base: u32, v_base: u32, eps: f32,
+  q_base: u32, k_base: u32, v_base: u32, eps: f32,  // q | k | v: conv channels
+  n: u32, k: u32, x_base: u32, pad: u32,  // conv channels, taps, where the conv's input starts in dn
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
-@group(0) @binding(2) var<storage, read> qkv: array<f32>;       // conv output: q | k | v
-@group(0) @binding(3) var<storage, read> gates: array<f32>;     // beta_raw[n_v] | alpha_raw[n_v]
-@group(0) @binding(4) var<storage, read> dt_bias: array<f32>;
-@group(0) @binding(5) var<storage, read> ssm_a: array<f32>;
-@group(0) @binding(6) var<storage, read_write> state: array<f32>;
-@group(0) @binding(7) var<storage, read_write> out: array<f32>;  // o[h * dv + j]
+@group(0) @binding(2) var<storage, read> dn: array<f32>;  // beta_raw[n_v] | alpha_raw[n_v] .. conv input at x_base
+@group(0) @binding(3) var<storage, read> w: array<f32>;   // ssm_conv1d
+@group(0) @binding(4) var<storage, read_write> window: array<f32>;
+@group(0) @binding(5) var<storage, read> dt_bias: array<f32>;
+@group(0) @binding(6) var<storage, read> ssm_a: array<f32>;
+@group(0) @binding(7) var<storage, read_write> state: array<f32>;
+@group(0) @binding(8) var<storage, read_write> out: array<f32>;  // o[h * dv + j]
+
+#include "gdn_conv_step.wgsl"
+
+// Conv channel e's output at this token.
+fn qkv_at(e: u32) -> f32 {
+  return conv_silu_at(e, dn[p.x_base + e], step.pos);
+}
 
 #include "gdn_columns.wgsl"
 
@@ -39,8 +52,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let j = wg.x * COLS + t % COLS;
   let slice = t / COLS;
   let live = j < p.dv;                 // lanes past dv still take part in the barriers
-  let beta = 1.0 / (1.0 + exp(-gates[h]));
-  let decay = exp(softplus(gates[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
+  let beta = 1.0 / (1.0 + exp(-dn[h]));
+  let decay = exp(softplus(dn[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
   let sb = h * p.dk * p.dv + j;
   let fresh = step.pos == 0u;
 
@@ -60,9 +73,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     rows[r] = s;
   }
   s_k = column_sum(s_k, t) * k_scale;
+  let v_at = p.v_base + h * p.dv + j;
   var d = 0.0;
   if (live) {
-    d = (qkv[p.v_base + h * p.dv + j] - s_k) * beta;
+    d = (qkv_at(v_at) - s_k) * beta;
   }
   var o = 0.0;
   for (var r = 0u; r < MAX_ROWS; r++) {
@@ -78,5 +92,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   o = column_sum(o, t);
   if (live && slice == 0u) {
     out[h * p.dv + j] = o * q_scale;
+    conv_keep(v_at, dn[p.x_base + v_at], step.pos);
+  }
+  if (wg.x == 0u && h < p.n_k_heads) {  // h = kh: the first value head of this key head
+    for (var i = t; i < p.dk; i += WG) {
+      let q_at = p.q_base + h * p.dk + i;
+      let k_at = p.k_base + h * p.dk + i;
+      conv_keep(q_at, dn[p.x_base + q_at], step.pos);
+      conv_keep(k_at, dn[p.x_base + k_at], step.pos);
+    }
   }
 }
