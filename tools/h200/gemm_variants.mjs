@@ -178,9 +178,11 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
   const params = mkbuf(new Uint32Array([rows, K / 32, 0, K, xdiv, 0, nExp, 0, 0xFFFFFFFF, rows * K / 16, rows * K / 32,
                                         0, 0, 0, 0, 0]), U | CD);
   const gb = mkbuf(grouped);
-  const tt = tokenTile(Math.ceil(T * k / nExp)), gx = Math.ceil(rows / 128);
+  const tt0 = tokenTile(Math.ceil(T * k / nExp)), gx = Math.ceil(rows / 128);
   const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T * k))));
-  for (const xf of XFMTS) {
+  // the engine's tile (tt0) for both formats, then the wider int8 tiles (fewer passes for an expert with many picks)
+  const runs = [...XFMTS.map((xf) => [xf, tt0]), ...[32, 64].filter((t) => t > tt0).map((t) => ['q8', t])];
+  for (const [xf, tt] of runs) {
     const pipe = pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
     const bufs = { 0: params, 1: xb, 2: y, 3: W.codes, 4: W.scales, 5: slotMap, 6: gb, 7: mask };
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
@@ -205,7 +207,7 @@ function report({ us, flops, relErr, ...rest }) {
 
 const info = adapter.info || {};
 console.log(JSON.stringify({ adapter: `${info.vendor} ${info.architecture} ${info.description}`, timestamps: hasTs }));
-const TOKENS = tiny ? [16, 40] : [64, 512];
+const TOKENS = tiny ? [16, 40] : [64, 256, 512];
 for (const T of TOKENS) {
   if (tiny) {
     await dense('dense (300 x 128)', 300, 128, T);
