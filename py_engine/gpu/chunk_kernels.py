@@ -9,6 +9,8 @@ from .kernels import GpuMatrix, xfmt
 GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile_{f32,q8}.wgsl
 GEMM_TOKEN_TILES = (16, 32, 64)  # its token tiles (16 · TILE_TN tokens, TILE_TN = 1, 2, 4 per lane)
 ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
+FEW_PICKS = 16  # picks per expert (on average) up to which the int8 routed GEMM is shaders/expert_gemm_few.wgsl
+FEW_ROWS = 64  # its weight rows per workgroup
 
 
 def gemm_token_tile(tokens: int) -> int:
@@ -71,13 +73,23 @@ class ChunkKernels:
         """y[pick·rows + r] = W_expert(pick)[r]·x[(pick / x_div)·x_stride ..] over the grouped picks. `pool`: a
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
         pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
-        average (T·k / n_exp); the kernel loops over tiles for an expert with more."""
+        average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation mode, up to
+        FEW_PICKS picks per expert on average take expert_gemm_few.wgsl (each weight block loaded once into
+        registers for all of an expert's picks)."""
         if isinstance(pool, GpuMatrix):
             pool.require_whole("expert_gemm")
         nb = pool.cols // 32
-        tt = gemm_token_tile(-(-self.T * k // n_exp))
+        avg_picks = -(-self.T * k // n_exp)
+        tt = gemm_token_tile(avg_picks)
         blk_v = 2 if pool.fmt == "q8" else 8
-        groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
+        x_fmt = xfmt(self.kern, pool.fmt)
+        # a few picks per expert: weights kept in registers across the picks (expert_gemm_few.wgsl), not staged
+        few = pool.fmt == "q8" and x_fmt == "q8" and avg_picks <= FEW_PICKS
+        if few:
+            shader, consts, groups = "expert_gemm_few.wgsl", {}, ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp)
+        else:
+            shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16}
+            groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
         if pool_buffers is None:
             if len(pool.bands) != 1:
                 raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
@@ -92,8 +104,7 @@ class ChunkKernels:
         for b, spb, cstride, sstride, coff, soff, bufs in targets:
             params = self.kern._params("16I", rows, nb, 0, x_stride, x_div, map_base, n_exp, b, spb, cstride, sstride,
                                        coff, soff, 0, 0, 0, label=label)
-            consts = {"WFMT": pool.fmt, "XFMT": xfmt(self.kern, pool.fmt), "TILE_TN": tt // 16}
-            self._rec(dl, "expert_gemm.wgsl", consts,
+            self._rec(dl, shader, consts,
                       {0: params, 1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
                       f"{label or pool.name}@{b}")
         self.flops += 2 * rows * pool.cols * k * self.T

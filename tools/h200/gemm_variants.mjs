@@ -1,7 +1,7 @@
 // Prefill GEMM tiles on the GPU at hand: the f32 tile (Q8_0 weights dequantised to f32, f32 FMAs:
 // shaders/gemm_tile_f32.wgsl) against the int8 tile (activations quantised to Q8_0 while staging, dot4I8Packed:
-// gemm_tile_q8.wgsl), both through the engine's own gemm.wgsl / expert_gemm.wgsl (includes and {{CONSTS}} filled
-// here as py_engine/gpu/shader_loader.py does), on the real model's shapes.
+// gemm_tile_q8.wgsl), both through the engine's own gemm.wgsl / expert_gemm.wgsl, and the int8 expert_gemm_few.wgsl
+// (includes and {{CONSTS}} filled here as py_engine/gpu/shader_loader.py does), on the real model's shapes.
 //   DAWN_NODE=path/dawn.node node tools/h200/gemm_variants.mjs [--tiny]
 // (without DAWN_NODE the `webgpu` package of node_modules). --tiny: small shapes, for a check that it runs (lavapipe).
 // Prints one JSON line per (shape, tokens, tile): µs per dispatch (median of repeats, each the mean of R back-to-back
@@ -178,12 +178,16 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
   const params = mkbuf(new Uint32Array([rows, K / 32, 0, K, xdiv, 0, nExp, 0, 0xFFFFFFFF, rows * K / 16, rows * K / 32,
                                         0, 0, 0, 0, 0]), U | CD);
   const gb = mkbuf(grouped);
-  const tt0 = tokenTile(Math.ceil(T * k / nExp)), gx = Math.ceil(rows / 128);
+  const tt0 = tokenTile(Math.ceil(T * k / nExp));
   const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T * k))));
-  // the engine's tile (tt0) for both formats, then the wider int8 tiles (fewer passes for an expert with many picks)
-  const runs = [...XFMTS.map((xf) => [xf, tt0]), ...[32, 64].filter((t) => t > tt0).map((t) => ['q8', t])];
+  // the engine's tile (tt0) for both formats, the wider int8 tiles (fewer passes for an expert with many picks),
+  // and expert_gemm_few.wgsl (int8; the engine's choice up to 16 picks per expert on average)
+  const runs = [...XFMTS.map((xf) => [xf, tt0]), ...[32, 64].filter((t) => t > tt0).map((t) => ['q8', t]),
+                ['q8', 'few']];
   for (const [xf, tt] of runs) {
-    const pipe = pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
+    const pipe = tt === 'few' ? pipeline('expert_gemm_few.wgsl', {})
+      : pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
+    const gx = tt === 'few' ? Math.ceil(rows / 64) : Math.ceil(rows / 128);
     const bufs = { 0: params, 1: xb, 2: y, 3: W.codes, 4: W.scales, 5: slotMap, 6: gb, 7: mask };
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
       entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
