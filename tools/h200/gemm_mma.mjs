@@ -10,6 +10,7 @@
 // Prints one JSON line per (shape, tokens, variant): µs per dispatch (median), TFLOP/s (2 · rows · K · tokens)
 // and the largest error of sampled outputs against a JS reference, relative to the largest |output|.
 import { createRequire } from 'node:module';
+import { f16, gpuTools, rng } from './gpu_timing.mjs';
 
 const require = createRequire(import.meta.url);
 const dawn = require(process.env.DAWN_NODE || 'webgpu');
@@ -35,10 +36,8 @@ const tiny = process.argv.includes('--tiny');
 const SG = info.subgroupMaxSize || 32;
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
-const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
+const { mkbuf, time, readback } = gpuTools(device, hasTs);
 
-function rng(seed) { let s = seed >>> 0; return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296); }
-const f16 = (h) => { const e = (h >> 10) & 31, f = h & 1023; return (e ? (1 + f / 1024) * 2 ** (e - 15) : f / 1024 * 2 ** -14) * (h & 0x8000 ? -1 : 1); };
 function toF16Bits(v) {  // nearest f16 (normal range, round to nearest even) of a finite v
   const b = new Uint32Array(new Float32Array([v]).buffer)[0];
   const s = (b >>> 16) & 0x8000, e = ((b >>> 23) & 255) - 127 + 15, m = b & 0x7fffff;
@@ -46,12 +45,6 @@ function toF16Bits(v) {  // nearest f16 (normal range, round to nearest even) of
   let h = s | (e << 10) | (m >>> 13); const rest = m & 0x1fff;
   if (rest > 0x1000 || (rest === 0x1000 && (h & 1))) h += 1;
   return h;
-}
-function mkbuf(arr, usage = S | CD) {
-  const b = device.createBuffer({ size: Math.max(16, Math.ceil(arr.byteLength / 16) * 16), usage });
-  for (let o = 0; o < arr.byteLength; o += 64 << 20)
-    device.queue.writeBuffer(b, o, arr.buffer, arr.byteOffset + o, Math.min(64 << 20, arr.byteLength - o));
-  return b;
 }
 async function compile(code, label) {
   device.pushErrorScope('validation');
@@ -65,40 +58,6 @@ async function compile(code, label) {
   if (err) msgs.push(err.message);
   if (msgs.length) { console.log(JSON.stringify({ variant: label, compile: msgs.slice(0, 4) })); return null; }
   return pipe;
-}
-async function time(pipe, bg, gx, gy, R) {
-  const out = [];
-  if (!hasTs) {
-    for (let rep = 0; rep < 3; rep++) {
-      const t0 = performance.now();
-      const e = device.createCommandEncoder(); const p = e.beginComputePass();
-      p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
-      device.queue.submit([e.finish()]); await device.queue.onSubmittedWorkDone();
-      out.push((performance.now() - t0) * 1e3 / R);
-    }
-    return med(out);
-  }
-  const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
-  const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
-  const rb = device.createBuffer({ size: 16, usage: MR | CD });
-  for (let rep = 0; rep < 6; rep++) {
-    const e = device.createCommandEncoder();
-    const p = e.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
-    p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
-    e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
-    device.queue.submit([e.finish()]);
-    await rb.mapAsync(GPUMapMode.READ);
-    const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
-    if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
-  }
-  qs.destroy(); res.destroy(); rb.destroy();
-  return med(out);
-}
-async function readback(buf, bytes) {
-  const rb = device.createBuffer({ size: bytes, usage: MR | CD });
-  const e = device.createCommandEncoder(); e.copyBufferToBuffer(buf, 0, rb, 0, bytes); device.queue.submit([e.finish()]);
-  await rb.mapAsync(GPUMapMode.READ); const y = new Float32Array(rb.getMappedRange().slice(0)); rb.unmap(); rb.destroy();
-  return y;
 }
 
 // A subgroup's tiles start at an offset made from its subgroup index: not workgroup-uniform for WGSL's analysis,

@@ -9,6 +9,7 @@
 // tokens; the int8 tile's multiply-adds counted alike) and the largest error of sampled outputs against a JS
 // reference of the same arithmetic (int8: x quantised as llama.cpp does), relative to the largest |output|.
 import { createRequire } from 'node:module';
+import { f16, gpuTools, rng } from './gpu_timing.mjs';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +28,7 @@ const device = await adapter.requestDevice({
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
-const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
+const { mkbuf, time, readback } = gpuTools(device, hasTs);
 
 // --- shaders: #include "x.wgsl" (once each) and {{NAME}} placeholders, as shader_loader.py ---
 const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
@@ -51,8 +52,6 @@ function pipeline(name, consts) {
 }
 
 // --- data ---
-function rng(seed) { let s = seed >>> 0; return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296); }
-const f16 = (h) => { const e = (h >> 10) & 31, f = h & 1023; return (e ? (1 + f / 1024) * 2 ** (e - 15) : f / 1024 * 2 ** -14) * (h & 0x8000 ? -1 : 1); };
 const toF16 = (v) => {  // nearest f16 of a small positive v (ties to even), as ggml's scale conversion
   const f = new Float32Array([v]), b = new Uint32Array(f.buffer)[0];
   if (v < 6.103515625e-05) return Math.round(v * 16777216) / 16777216;
@@ -66,12 +65,6 @@ function quant(x, o) {
   const inv = amax > 0 ? fr(127 / amax) : 0, q = new Int8Array(32);
   for (let j = 0; j < 32; j++) { const v = fr(x[o + j] * inv); let r = Math.round(v); if (r - v === 0.5 && r % 2) r -= 1; q[j] = r; }
   return { q, d: toF16(fr(amax / 127)) };
-}
-function mkbuf(arr, usage = S | CD) {
-  const b = device.createBuffer({ size: Math.max(16, Math.ceil(arr.byteLength / 16) * 16), usage });
-  for (let o = 0; o < arr.byteLength; o += 64 << 20)
-    device.queue.writeBuffer(b, o, arr.buffer, arr.byteOffset + o, Math.min(64 << 20, arr.byteLength - o));
-  return b;
 }
 // Q8_0 weights of `rows` rows: codes repeat a random pattern of at most 16 MiB (timing does not depend on values)
 function weights(rows, K, seed) {
@@ -95,41 +88,6 @@ function refDot(W, row, x, xo, K, int8) {
   return s;
 }
 
-// --- timing ---
-async function time(pipe, bg, gx, gy, R) {
-  const out = [];
-  if (!hasTs) {
-    for (let rep = 0; rep < 3; rep++) {
-      const t0 = performance.now();
-      const e = device.createCommandEncoder(); const p = e.beginComputePass();
-      p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
-      device.queue.submit([e.finish()]); await device.queue.onSubmittedWorkDone();
-      out.push((performance.now() - t0) * 1e3 / R);
-    }
-    return med(out);
-  }
-  const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
-  const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
-  const rb = device.createBuffer({ size: 16, usage: MR | CD });
-  for (let rep = 0; rep < 6; rep++) {
-    const e = device.createCommandEncoder();
-    const p = e.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
-    p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
-    e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
-    device.queue.submit([e.finish()]);
-    await rb.mapAsync(GPUMapMode.READ);
-    const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
-    if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
-  }
-  qs.destroy(); res.destroy(); rb.destroy();
-  return med(out);
-}
-async function readback(buf, bytes) {
-  const rb = device.createBuffer({ size: bytes, usage: MR | CD });
-  const e = device.createCommandEncoder(); e.copyBufferToBuffer(buf, 0, rb, 0, bytes); device.queue.submit([e.finish()]);
-  await rb.mapAsync(GPUMapMode.READ); const y = new Float32Array(rb.getMappedRange().slice(0)); rb.unmap(); rb.destroy();
-  return y;
-}
 const tokenTile = (n) => [16, 32, 64].find((tt) => n <= tt) || 64;  // chunk_kernels.gemm_token_tile
 const XFMTS = ['f32', 'q8'];
 

@@ -1,0 +1,64 @@
+// What the kernel benchmarks here share: a seeded generator, an f16 decoder, and for one device the upload, the
+// timing of R back-to-back dispatches in one pass (median over repeats: timestamp queries where the device has them,
+// else the wall clock per submit) and the readback of an f32 buffer. Needs Dawn's globals (GPUBufferUsage, ...).
+export const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
+
+export function rng(seed) {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+}
+
+export const f16 = (h) => {
+  const e = (h >> 10) & 31, f = h & 1023;
+  return (e ? (1 + f / 1024) * 2 ** (e - 15) : f / 1024 * 2 ** -14) * (h & 0x8000 ? -1 : 1);
+};
+
+export function gpuTools(device, hasTs) {
+  const CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC, MR = GPUBufferUsage.MAP_READ;
+
+  function mkbuf(arr, usage = GPUBufferUsage.STORAGE | CD) {
+    const b = device.createBuffer({ size: Math.max(16, Math.ceil(arr.byteLength / 16) * 16), usage });
+    for (let o = 0; o < arr.byteLength; o += 64 << 20)
+      device.queue.writeBuffer(b, o, arr.buffer, arr.byteOffset + o, Math.min(64 << 20, arr.byteLength - o));
+    return b;
+  }
+
+  // µs per dispatch of R back-to-back dispatches (gx × gy workgroups) in one compute pass
+  async function time(pipe, bg, gx, gy, R) {
+    const out = [];
+    if (!hasTs) {
+      for (let rep = 0; rep < 3; rep++) {
+        const t0 = performance.now();
+        const e = device.createCommandEncoder(); const p = e.beginComputePass();
+        p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
+        device.queue.submit([e.finish()]); await device.queue.onSubmittedWorkDone();
+        out.push((performance.now() - t0) * 1e3 / R);
+      }
+      return med(out);
+    }
+    const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
+    const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
+    const rb = device.createBuffer({ size: 16, usage: MR | CD });
+    for (let rep = 0; rep < 6; rep++) {
+      const e = device.createCommandEncoder();
+      const p = e.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+      p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
+      e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
+      device.queue.submit([e.finish()]);
+      await rb.mapAsync(GPUMapMode.READ);
+      const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
+      if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
+    }
+    qs.destroy(); res.destroy(); rb.destroy();
+    return med(out);
+  }
+
+  async function readback(buf, bytes) {
+    const rb = device.createBuffer({ size: bytes, usage: MR | CD });
+    const e = device.createCommandEncoder(); e.copyBufferToBuffer(buf, 0, rb, 0, bytes); device.queue.submit([e.finish()]);
+    await rb.mapAsync(GPUMapMode.READ); const y = new Float32Array(rb.getMappedRange().slice(0)); rb.unmap(); rb.destroy();
+    return y;
+  }
+
+  return { mkbuf, time, readback };
+}
