@@ -1,6 +1,6 @@
-// Gated DeltaNet's causal conv + SiLU over a prefill chunk (gdn_conv.wgsl applied to rows t = 0 .. chunk.n - 1 in
-// order, in one dispatch): each invocation owns one channel and walks the chunk's tokens, shifting its column of
-// the window as it goes. A row at position 0 starts a sequence (the stored window reads as zeros).
+// Gated DeltaNet's causal conv + SiLU over a prefill chunk (gdn_conv_step.wgsl applied to rows t = 0 .. chunk.n - 1 in
+// order, in one dispatch): each invocation owns one channel and walks the chunk's tokens, keeping each input in its
+// ring slot as it goes. Inputs before position 0 read as zeros (a row at position 0 starts a sequence).
 #include "chunk.wgsl"
 struct Params { n: u32, k: u32, x_stride: u32, y_stride: u32 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -1,7 +1,7 @@
-// The gated delta rule over a prefill chunk: gdn_recurrent.wgsl's update for rows t = 0 .. chunk.n - 1 in order,
+// The gated delta rule over a prefill chunk: gdn_conv_recurrent.wgsl's update for rows t = 0 .. chunk.n - 1 in order,
 // in one dispatch. The recurrence is sequential in t, so the state S stays in registers for the whole chunk: it is
 // read once before row 0 and written once after the last row (per row only q, k, v and the gates come from
-// memory). Same layout as gdn_recurrent.wgsl: a workgroup of 256 covers 32 value columns j of a head; the 8 lanes
+// memory). Same layout as gdn_conv_recurrent.wgsl: a workgroup of 256 covers 32 value columns j of a head; the 8 lanes
 // of a column split its key rows (i ≡ slice mod 8), so each lane keeps dk / 8 of S. Row t reads q|k|v at
 // qkv[t·qkv_stride + {q,k,v}_base], beta_raw | alpha_raw at gates[t·gates_stride], and writes o at
 // out[t·out_stride + h·dv + j]. A chunk starting at position 0 starts a sequence (the stored S reads as zeros).
@@ -56,7 +56,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let beta = 1.0 / (1.0 + exp(-gates[gb + h]));
     let decay = exp(softplus(gates[gb + p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
 
-    // decayed S and this lane's part of Sᵀk (the same order of operations as gdn_recurrent.wgsl)
+    // decayed S and this lane's part of Sᵀk (the same order of operations as gdn_conv_recurrent.wgsl)
     var s_k = 0.0;
     for (var r = 0u; r < MAX_ROWS; r++) {
       let i = slice + r * SLICES;
