@@ -80,14 +80,13 @@ class ChunkKernels:
             pool.require_whole("expert_gemm")
         nb = pool.cols // 32
         avg_picks = -(-self.T * k // n_exp)
-        tt = gemm_token_tile(avg_picks)
         blk_v = 2 if pool.fmt == "q8" else 8
         x_fmt = xfmt(self.kern, pool.fmt)
         # a few picks per expert: weights kept in registers across the picks (expert_gemm_few.wgsl), not staged
-        few = pool.fmt == "q8" and x_fmt == "q8" and avg_picks <= FEW_PICKS
-        if few:
+        if pool.fmt == "q8" and x_fmt == "q8" and avg_picks <= FEW_PICKS:
             shader, consts, groups = "expert_gemm_few.wgsl", {}, ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp)
         else:
+            tt = gemm_token_tile(avg_picks)
             shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16}
             groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
         if pool_buffers is None:
