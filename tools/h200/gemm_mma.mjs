@@ -3,9 +3,9 @@
 // features and subgroup-matrix configurations, then times a Q8_0 × Q8_0 prefill GEMM (the int8 product of
 // gemm_tile_q8.wgsl: Σ_blocks d_w·d_x · Σ q_w·q_x) done with int8 subgroup-matrix products, one per 32-column
 // block and tile, each block's i32 tile scaled into f32 accumulators through workgroup memory (the block scales
-// differ per row and token, and a subgroup matrix has no per-element access), on the real model's dense shapes;
-// and, where an f16 configuration and `shader-f16` exist, the same GEMM on pre-dequantised f16 operands (one f32
-// accumulator over all of K: the ceiling of a dequantise-then-multiply design).
+// differ per row and token, and a subgroup matrix has no per-element access), on the real model's dense shapes,
+// and the same loads and products without the block scales. One subgroup per workgroup: the matrix built-ins need
+// workgroup-uniform offsets, which a subgroup's share of a larger workgroup is not for WGSL's analysis.
 //   DAWN_NODE=path/dawn.node node tools/h200/gemm_mma.mjs [--tiny]
 // Prints one JSON line per (shape, tokens, variant): µs per dispatch (median), TFLOP/s (2 · rows · K · tokens)
 // and the largest error of sampled outputs against a JS reference, relative to the largest |output|.
@@ -25,7 +25,7 @@ console.log(JSON.stringify({ adapter: `${info.vendor} ${info.architecture} ${inf
   wgStorage: adapter.limits.maxComputeWorkgroupStorageSize }));
 const SGM = 'chromium-experimental-subgroup-matrix';
 if (!adapter.features.has(SGM)) { console.log(JSON.stringify({ result: `no ${SGM} on this adapter` })); process.exit(0); }
-const want = ['timestamp-query', 'subgroups', SGM, 'shader-f16'].filter((f) => adapter.features.has(f));
+const want = ['timestamp-query', 'subgroups', SGM].filter((f) => adapter.features.has(f));
 const device = await adapter.requestDevice({ requiredFeatures: want,
   requiredLimits: { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
                     maxBufferSize: adapter.limits.maxBufferSize,
@@ -35,7 +35,7 @@ const hasTs = adapter.features.has('timestamp-query');
 const tiny = process.argv.includes('--tiny');
 const SG = info.subgroupMaxSize || 32;
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
-const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
+const U = GPUBufferUsage.UNIFORM;
 const { mkbuf, time, readback } = gpuTools(device, hasTs);
 
 function toF16Bits(v) {  // nearest f16 (normal range, round to nearest even) of a finite v
@@ -60,50 +60,35 @@ async function compile(code, label) {
   return pipe;
 }
 
-// A subgroup's tiles start at an offset made from its subgroup index: not workgroup-uniform for WGSL's analysis,
-// but uniform within the subgroup, which is what the matrix operations need.
-const UNIFORMITY_OFF = '\ndiagnostic(off, chromium_experimental.subgroup_matrix_uniformity);';
-
 // How subgroupMatrixLoad counts an i8 matrix's offset and stride in an array<i32> (components or words): [offset
 // divisor, stride divisor]; set by checkUnits() on a small GEMM checked in full.
 let UNITS = [1, 1];
 
-// --- the int8 kernel: a workgroup of NSG subgroups; each subgroup owns TM × TN tiles of (c.M tokens × c.N rows)
-// and walks K block by block: c.K-deep products into i32 tiles, stored to its part of workgroup memory, read back
-// per lane (lane: column n = lane % N, rows m = lane / N + step · (SG / N)) and added as d_w·d_x·Σ to f32 registers.
-// `unrolled`: every tile its own variable (straight-line code); otherwise arrays of matrices indexed in loops.
-function int8Kernel(c, TM, TN, NSG, unrolled, units = UNITS) {
+// --- the int8 kernel: a workgroup of one subgroup owning TM × TN tiles of (c.M tokens × c.N rows); it walks K
+// block by block: c.K-deep products into i32 tiles, stored to workgroup memory, read back per lane (lane: column
+// n = lane % N, rows m = lane / N + step · (SG / N)) and added as d_w·d_x·Σ to f32 registers. Every tile its own
+// variable (straight-line code).
+function int8Kernel(c, TM, TN, units = UNITS) {
   const off = (e) => (units[0] === 1 ? e : `(${e}) / ${units[0]}u`);
   const stride = units[1] === 1 ? 'p.k' : `p.k / ${units[1]}u`;
   const T = TM * TN, E = (c.M * c.N) / SG, steps = 32 / c.K;
   const L = `subgroup_matrix_left<i8, ${c.K}, ${c.M}>`, R = `subgroup_matrix_right<i8, ${c.N}, ${c.K}>`;
-  const Res = `subgroup_matrix_result<i32, ${c.N}, ${c.M}>`;
   let body = '';
   // Every tile starts from a product, never from a declared-but-unset matrix: a function variable is hoisted to
   // the function's start in SPIR-V, and a matrix declared in the loop was found not zeroed again per iteration.
-  if (unrolled) {
-    for (let s = 0; s < steps; s++) {
-      const col = `b * 32u + ${s * c.K}u`;
-      for (let i = 0; i < TM; i++)
-        body += `    let l${i}_${s} = subgroupMatrixLoad<${L}>(&xq, ${off(`(t0 + ${i * c.M}u) * p.k + ${col}`)}, false, ${stride});\n`;
-      for (let j = 0; j < TN; j++) {
-        body += `    let q${j}_${s} = subgroupMatrixLoad<${R}>(&wq, ${off(`(r0 + ${j * c.N}u) * p.k + ${col}`)}, true, ${stride});\n`;
-        for (let i = 0; i < TM; i++) body += s === 0
-          ? `    var c${i * TN + j} = subgroupMatrixMultiply<i32>(l${i}_${s}, q${j}_${s});\n`
-          : `    c${i * TN + j} = subgroupMatrixMultiplyAccumulate(l${i}_${s}, q${j}_${s}, c${i * TN + j});\n`;
-      }
+  for (let s = 0; s < steps; s++) {
+    const col = `b * 32u + ${s * c.K}u`;
+    for (let i = 0; i < TM; i++)
+      body += `    let l${i}_${s} = subgroupMatrixLoad<${L}>(&xq, ${off(`(t0 + ${i * c.M}u) * p.k + ${col}`)}, false, ${stride});\n`;
+    for (let j = 0; j < TN; j++) {
+      body += `    let q${j}_${s} = subgroupMatrixLoad<${R}>(&wq, ${off(`(r0 + ${j * c.N}u) * p.k + ${col}`)}, true, ${stride});\n`;
+      for (let i = 0; i < TM; i++) body += s === 0
+        ? `    var c${i * TN + j} = subgroupMatrixMultiply<i32>(l${i}_${s}, q${j}_${s});\n`
+        : `    c${i * TN + j} = subgroupMatrixMultiplyAccumulate(l${i}_${s}, q${j}_${s}, c${i * TN + j});\n`;
     }
-    for (let t = 0; t < T; t++) body += `    subgroupMatrixStore(&part, sgp + ${t * c.M * c.N}u, c${t}, false, ${c.N}u);\n`;
-  } else {
-    body += `    var cs: array<${Res}, ${T}>;\n`;
-    body += `    for (var s = 0u; s < ${steps}u; s++) {\n      let col = b * 32u + s * ${c.K}u;\n`;
-    body += `      var l: array<${L}, ${TM}>;\n`;
-    body += `      for (var i = 0u; i < ${TM}u; i++) { l[i] = subgroupMatrixLoad<${L}>(&xq, ${off(`(t0 + i * ${c.M}u) * p.k + col`)}, false, ${stride}); }\n`;
-    body += `      for (var j = 0u; j < ${TN}u; j++) {\n        let q = subgroupMatrixLoad<${R}>(&wq, ${off(`(r0 + j * ${c.N}u) * p.k + col`)}, true, ${stride});\n`;
-    body += `        for (var i = 0u; i < ${TM}u; i++) { cs[i * ${TN}u + j] = subgroupMatrixMultiplyAccumulate(l[i], q, cs[i * ${TN}u + j]); }\n      }\n    }\n`;
-    body += `    for (var t = 0u; t < ${T}u; t++) { subgroupMatrixStore(&part, sgp + t * ${c.M * c.N}u, cs[t], false, ${c.N}u); }\n`;
   }
-  return `enable chromium_experimental_subgroup_matrix;${NSG > 1 ? UNIFORMITY_OFF : ''}
+  for (let t = 0; t < T; t++) body += `    subgroupMatrixStore(&part, ${t * c.M * c.N}u, c${t}, false, ${c.N}u);\n`;
+  return `enable chromium_experimental_subgroup_matrix;
 struct Params { rows: u32, k: u32, tokens: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> xq: array<i32>;
@@ -111,14 +96,11 @@ struct Params { rows: u32, k: u32, tokens: u32, pad: u32 }
 @group(0) @binding(3) var<storage, read> wq: array<i32>;
 @group(0) @binding(4) var<storage, read> wd: array<u32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
-var<workgroup> part: array<i32, ${NSG * T * c.M * c.N}>;
+var<workgroup> part: array<i32, ${T * c.M * c.N}>;
 fn w_scale(blk: u32) -> f32 { return unpack2x16float(wd[blk >> 1u])[blk & 1u]; }
-@compute @workgroup_size(${SG * NSG})
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let sg = ${NSG > 1 ? `li / ${SG}u` : '0u'};
-  let lane = li % ${SG}u;
-  let sgp = sg * ${T * c.M * c.N}u;
-  let r0 = (wg.x * ${NSG}u + sg) * ${TN * c.N}u;
+@compute @workgroup_size(${SG})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+  let r0 = wg.x * ${TN * c.N}u;
   let t0 = wg.y * ${TM * c.M}u;
   let nb = p.k / 32u;
   let n = lane % ${c.N}u;
@@ -131,7 +113,7 @@ ${body}    workgroupBarrier();
       for (var e = 0u; e < ${E}u; e++) {
         let m = m0 + e * ${SG / c.N}u;
         let dx = xd[(t0 + (t / ${TN}u) * ${c.M}u + m) * nb + b];
-        acc[t * ${E}u + e] += (dw * dx) * f32(part[sgp + t * ${c.M * c.N}u + m * ${c.N}u + n]);
+        acc[t * ${E}u + e] += (dw * dx) * f32(part[t * ${c.M * c.N}u + m * ${c.N}u + n]);
       }
     }
     workgroupBarrier();
@@ -188,39 +170,6 @@ ${decl}${body}  workgroupBarrier();
 `;
 }
 
-// --- the f16 ceiling: operands already dequantised to f16 (W rows and x rows, K-contiguous), f32 result tiles
-// accumulated over all of K and stored directly.
-function f16Kernel(c, TM, TN, NSG) {
-  const T = TM * TN;
-  const L = `subgroup_matrix_left<f16, ${c.K}, ${c.M}>`, R = `subgroup_matrix_right<f16, ${c.N}, ${c.K}>`;
-  const Res = `subgroup_matrix_result<f32, ${c.N}, ${c.M}>`;
-  let body = '';
-  for (let t = 0; t < T; t++) body += `  var c${t}: ${Res};\n`;
-  body += `  for (var k = 0u; k < p.k; k += ${c.K}u) {\n`;
-  for (let i = 0; i < TM; i++) body += `    let l${i} = subgroupMatrixLoad<${L}>(&xh, (t0 + ${i * c.M}u) * p.k + k, false, p.k);\n`;
-  for (let j = 0; j < TN; j++) {
-    body += `    let q${j} = subgroupMatrixLoad<${R}>(&wh, (r0 + ${j * c.N}u) * p.k + k, true, p.k);\n`;
-    for (let i = 0; i < TM; i++) body += `    c${i * TN + j} = subgroupMatrixMultiplyAccumulate(l${i}, q${j}, c${i * TN + j});\n`;
-  }
-  body += '  }\n';
-  for (let i = 0; i < TM; i++) for (let j = 0; j < TN; j++)
-    body += `  subgroupMatrixStore(&y, (t0 + ${i * c.M}u) * p.rows + r0 + ${j * c.N}u, c${i * TN + j}, false, p.rows);\n`;
-  return `enable f16;
-enable chromium_experimental_subgroup_matrix;${NSG > 1 ? UNIFORMITY_OFF : ''}
-struct Params { rows: u32, k: u32, tokens: u32, pad: u32 }
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> xh: array<f16>;
-@group(0) @binding(3) var<storage, read> wh: array<f16>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(${SG * NSG})
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-  let sg = ${NSG > 1 ? `li / ${SG}u` : '0u'};
-  let r0 = (wg.x * ${NSG}u + sg) * ${TN * c.N}u;
-  let t0 = wg.y * ${TM * c.M}u;
-${body}}
-`;
-}
-
 function report(o, flops) {
   const { us, relErr, ...rest } = o;
   console.log(JSON.stringify({ ...rest, us: +us.toFixed(1), TFLOPs: +(flops / us / 1e6).toPrecision(3),
@@ -254,15 +203,15 @@ async function dense(name, rows, K, T) {
     return err / mag;
   };
   for (const c of configs.filter((c) => c.ct === 'i8' && c.rt === 'i32' && 32 % c.K === 0)) {
-    for (const [TM, TN, NSG, unrolled] of [[2, 2, 1, true], [2, 4, 1, true], [4, 2, 1, true], [4, 4, 1, true]]) {
-      const variant = `i8 ${c.M}x${c.N}x${c.K} tiles ${TM}x${TN} sg ${NSG}${unrolled ? '' : ' loops'}`;
-      if (T % (TM * c.M) || rows % (TN * c.N * NSG)) continue;
-      if (NSG * TM * TN * c.M * c.N * 4 > adapter.limits.maxComputeWorkgroupStorageSize) continue;
-      const pipe = await compile(int8Kernel(c, TM, TN, NSG, unrolled), variant);
+    for (const [TM, TN] of [[2, 2], [2, 4], [4, 2], [4, 4]]) {
+      const variant = `i8 ${c.M}x${c.N}x${c.K} tiles ${TM}x${TN}`;
+      if (T % (TM * c.M) || rows % (TN * c.N)) continue;
+      if (TM * TN * c.M * c.N * 4 > adapter.limits.maxComputeWorkgroupStorageSize) continue;
+      const pipe = await compile(int8Kernel(c, TM, TN), variant);
       if (!pipe) continue;
       const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
         entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
-      const gx = rows / (TN * c.N * NSG), gy = T / (TM * c.M);
+      const gx = rows / (TN * c.N), gy = T / (TM * c.M);
       const us = await time(pipe, bg, gx, gy, R);
       report({ shape: name, rows, K, tokens: T, variant, us, relErr: await check() }, 2 * rows * K * T);
     }
@@ -279,26 +228,6 @@ async function dense(name, rows, K, T) {
       report({ shape: name, rows, K, tokens: T, variant, us, relErr: NaN }, 2 * rows * K * T);
     }
   }
-  const fc = configs.filter((c) => c.ct === 'f16' && c.rt === 'f32');
-  if (fc.length && device.features.has('shader-f16')) {
-    const wh = new Uint16Array(rows * K), xh = new Uint16Array(T * K);
-    for (let i = 0; i < wh.length; i++) wh[i] = toF16Bits(wq[i] * f16(wdBits[(i / 32) | 0]));
-    for (let i = 0; i < xh.length; i++) xh[i] = toF16Bits(xq[i] * xd[(i / 32) | 0]);
-    const hb = { 0: params, 1: mkbuf(xh), 3: mkbuf(wh), 5: bufs[5] };
-    for (const c of fc) {
-      for (const [TM, TN, NSG] of [[2, 2, 1], [2, 4, 1], [4, 4, 1], [2, 2, 4]]) {
-        const variant = `f16 ${c.M}x${c.N}x${c.K} tiles ${TM}x${TN} sg ${NSG}`;
-        if (T % (TM * c.M) || rows % (TN * c.N * NSG)) continue;
-        const pipe = await compile(f16Kernel(c, TM, TN, NSG), variant);
-        if (!pipe) continue;
-        const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-          entries: Object.entries(hb).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
-        const us = await time(pipe, bg, rows / (TN * c.N * NSG), T / (TM * c.M), R);
-        report({ shape: name, rows, K, tokens: T, variant, us, relErr: await check() }, 2 * rows * K * T);
-      }
-    }
-    hb[1].destroy(); hb[3].destroy();
-  }
   Object.values(bufs).forEach((b) => b.destroy());
 }
 
@@ -311,7 +240,7 @@ async function checkUnits() {
                  5: device.createBuffer({ size: T * rows * 4, usage: S | CS | CD }) };
   const good = [];
   for (const units of [[1, 1], [4, 1], [4, 4], [1, 4]]) {
-    const pipe = await compile(int8Kernel(c, 2, 2, 1, true, units), `units ${units}`);
+    const pipe = await compile(int8Kernel(c, 2, 2, units), `units ${units}`);
     if (!pipe) continue;
     device.queue.writeBuffer(bufs[5], 0, new Float32Array(T * rows));
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
