@@ -4,6 +4,8 @@
 // The tile: gemm_tile_{XFMT}.wgsl (q8: Q8_0 weights × x quantised to Q8_0 while staging, int8 dot products).
 #include "expert_picks.wgsl"
 #include "gemm_w_{{WFMT}}.wgsl"
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 var<private> row0: u32;
 var<private> cv0: u32;

@@ -4,12 +4,15 @@
 // each of its tokens) is bound by those reads; here a lane loads each of its weight blocks once, from storage into
 // registers, and multiplies it into every pick of the pass. Workgroup (64 weight rows, expert e), 256 lanes: 4 lanes
 // per row, lane j of a row over blocks b ≡ j (mod 4). The picks' activations are staged TT = 16 picks × KC = 8 blocks
-// at a time, quantised while staging (q8_block.wgsl); per pick a lane sums (d_w · d_x) · Σ q_w · q_x over its
-// blocks in order, then the row's 4 lanes are added (lane 0 + 1 + 2 + 3). Picks beyond 16 take further passes.
+// at a time, quantised while staging (XIN = f32: expert_x_f32.wgsl) or read already quantised (XIN = q8:
+// expert_x_q8.wgsl, the same codes); per pick a lane sums (d_w · d_x) · Σ q_w · q_x over its blocks in order, then
+// the row's 4 lanes are added (lane 0 + 1 + 2 + 3). Picks beyond 16 take further passes.
 // Workgroups: (ceil(rows / 64), n_exp). Correct for any subgroup size (no subgroup operations).
 #include "expert_picks.wgsl"
 #include "gemm_w_q8.wgsl"
 #include "q8_block.wgsl"
+#include "expert_x_{{XIN}}.wgsl"
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
 const TT: u32 = 16u;  // picks per pass
 const FR: u32 = 64u;  // weight rows per workgroup
@@ -40,15 +43,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
       if (lid < TT * KC) {
         let t = lid / KC;
         let b = b0 + lid % KC;
-        var v: array<vec4<f32>, 8>;
+        var q: Q8Block;  // zero codes for a pick or block past the end
         if (t < n && b < p.nb) {
-          let pick = grouped[pick_at(e, t0 + t)];
-          let o = (pick / p.x_div) * p.x_stride + p.x_base + 32u * b;
-          for (var i = 0u; i < 8u; i++) {
-            v[i] = vec4<f32>(x[o + 4u * i], x[o + 4u * i + 1u], x[o + 4u * i + 2u], x[o + 4u * i + 3u]);
-          }
+          q = x_block(grouped[pick_at(e, t0 + t)] / p.x_div, b);
         }
-        let q = q8_block(v);
         xq[2u * lid] = vec4<u32>(q.codes[0], q.codes[1], q.codes[2], q.codes[3]);
         xq[2u * lid + 1u] = vec4<u32>(q.codes[4], q.codes[5], q.codes[6], q.codes[7]);
         xd[lid] = q.d;

@@ -1,5 +1,6 @@
-// What the prefill's routed-expert GEMMs (expert_gemm.wgsl, expert_gemm_few.wgsl) share: their parameters and
-// bindings, and which picks and weights a workgroup of expert e has. The picks come grouped by expert
+// What the prefill's routed-expert GEMMs (expert_gemm.wgsl, expert_gemm_few.wgsl, expert_gate_up_few.wgsl) share:
+// their parameters and bindings (x and y are each kernel's own), and which picks and weights a workgroup of expert e
+// has. The picks come grouped by expert
 // (moe_group.wgsl: counts[n_exp] | offsets[n_exp] | picks); pick p's output row is y[p · rows ..] and it reads
 // x[(p / x_div) · x_stride + x_base ..] (gate/up: x_div = k, every pick of a token reads its normed row; down:
 // x_div = 1, each pick its own activation). The expert's weights sit in slot slot_map[map_base + e] of a pool:
@@ -11,11 +12,11 @@ struct Params {
   rows: u32, nb: u32, x_base: u32, x_stride: u32,
   x_div: u32, map_base: u32, n_exp: u32, buf: u32,
   spb: u32, code_stride: u32, scale_stride: u32, codes_off: u32,
-  scales_off: u32, pad0: u32, pad1: u32, pad2: u32,
+  scales_off: u32, codes_off2: u32, scales_off2: u32, y_scales: u32,
 }
+// codes_off2 / scales_off2: a second pool's offsets in the same slots (expert_gate_up_few.wgsl's up weights);
+// y_scales: where an output quantised to Q8_0 keeps its block scales (u32 index).
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> slot_map: array<u32>;
 @group(0) @binding(6) var<storage, read> grouped: array<u32>;  // counts[n_exp] | offsets[n_exp] | picks
 @group(0) @binding(7) var<storage, read> mask: array<u32>;

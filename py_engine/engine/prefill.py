@@ -22,8 +22,8 @@ from ..models.chunk_plan import record_chunk
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
-# mixer inputs
-SKIP = ("logits", "argmax", "xq", "dn_in", "attn_in", "route")
+# mixer inputs (xq stays: the chunk's ffn norm writes its rows quantised there for the fused routed gate/up)
+SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
 
 
 def chunk_buffer_sizes(model, T: int) -> list:

@@ -68,45 +68,96 @@ class ChunkKernels:
                       {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
         self.flops += 2 * w.rows * w.cols * self.T
 
+    def few_picks(self, pool, k, n_exp) -> bool:
+        """Whether the routed GEMM over `pool` takes the few-picks kernels (Q8_0 weights in Q8_0-activation mode, at
+        most FEW_PICKS picks per expert on average): each weight block loaded once into registers for all of an
+        expert's picks of a pass, where the tile reads each staged weight word for one or two picks only."""
+        return (pool.fmt == "q8" and xfmt(self.kern, pool.fmt) == "q8"
+                and -(-self.T * k // n_exp) <= FEW_PICKS)
+
+    def fused_gate_up(self, gate, up, down, k, n_exp) -> bool:
+        """Whether the routed gate/up/SwiGLU run as one dispatch writing the down product's input quantised
+        (expert_gate_up_few.wgsl, then expert_gemm with x_q8): all three pools take the few-picks kernels and the
+        device binds its 9 storage buffers (WebGPU's default limit is 8). The FFN width, the down product's K, is
+        whole 32-blocks (Q8_0)."""
+        return (all(self.few_picks(w, k, n_exp) for w in (gate, up, down))
+                and int(self.kern.gpu.limits.get("maxStorageBuffersPerShaderStage") or 8) >= 9)
+
+    @staticmethod
+    def _pool_targets(pool, rows, pool_buffers, layout, binds=(3, 4)):
+        """(buffer index, slots per buffer, slot's code stride in vec4, its scale stride in f16, codes offset, scales
+        offset, bindings) of each dispatch over `pool`: one for a GpuMatrix holding every expert (slot = expert row
+        block), one per buffer of a streamed pool (a store PoolPart: its layout places the tensor in each slot)."""
+        nb = pool.cols // 32
+        blk_v = 2 if pool.fmt == "q8" else 8
+        if pool_buffers is None:
+            if len(pool.bands) != 1:
+                raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
+            bufs = pool.bands[0][2]
+            return [(0, ALL_SLOTS, rows * nb * blk_v, rows * nb, 0, 0,
+                     {binds[0]: bufs[3], **({binds[1]: bufs[4]} if 4 in bufs else {})})]
+        stride = layout.slot_stride
+        targets = []
+        for b, buf in enumerate(pool_buffers):
+            bufs = {binds[0]: buf, binds[1]: buf} if pool.fmt == "q8" else {binds[0]: buf}  # f32: no scale plane
+            targets.append((b, layout.slots_per_buffer, stride // 16, stride // 2, pool.codes_off // 16,
+                            pool.scales_off // 2, bufs))
+        return targets
+
     def expert_gemm(self, dl, pool, rows, k, x, y, grouped, slot_map, map_base, n_exp, mask, x_stride, x_div,
-                    pool_buffers=None, layout=None, label=""):
+                    pool_buffers=None, layout=None, x_q8=False, label=""):
         """y[pick·rows + r] = W_expert(pick)[r]·x[(pick / x_div)·x_stride ..] over the grouped picks. `pool`: a
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
         pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
         average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation mode, up to
         FEW_PICKS picks per expert on average take expert_gemm_few.wgsl (each weight block loaded once into
-        registers for all of an expert's picks)."""
+        registers for all of an expert's picks). x_q8: x holds the rows already quantised (expert_gate_up's output
+        for the chunk's T·k picks; few-picks kernel only)."""
         if isinstance(pool, GpuMatrix):
             pool.require_whole("expert_gemm")
         nb = pool.cols // 32
-        avg_picks = -(-self.T * k // n_exp)
-        blk_v = 2 if pool.fmt == "q8" else 8
-        x_fmt = xfmt(self.kern, pool.fmt)
+        x_base = 0
         # a few picks per expert: weights kept in registers across the picks (expert_gemm_few.wgsl), not staged
-        if pool.fmt == "q8" and x_fmt == "q8" and avg_picks <= FEW_PICKS:
-            shader, consts, groups = "expert_gemm_few.wgsl", {}, ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp)
+        if self.few_picks(pool, k, n_exp):
+            shader, consts = "expert_gemm_few.wgsl", {"XIN": "q8" if x_q8 else "f32"}
+            groups = ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp)
+            if x_q8:
+                x_base = 8 * self.T * k * nb  # the scales follow the T·k rows' codes
+        elif x_q8:
+            raise ValueError(f"{pool.name}: only the few-picks kernel reads quantised rows")
         else:
-            tt = gemm_token_tile(avg_picks)
+            tt = gemm_token_tile(-(-self.T * k // n_exp))
+            x_fmt = xfmt(self.kern, pool.fmt)
             shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16}
             groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
-        if pool_buffers is None:
-            if len(pool.bands) != 1:
-                raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
-            targets = [(0, ALL_SLOTS, rows * nb * blk_v, rows * nb, 0, 0, pool.bands[0][2])]
-        else:
-            stride = layout.slot_stride
-            targets = []
-            for b, buf in enumerate(pool_buffers):
-                bufs = {3: buf, 4: buf} if pool.fmt == "q8" else {3: buf}  # f32 weights bind no scale plane
-                targets.append((b, layout.slots_per_buffer, stride // 16, stride // 2, pool.codes_off // 16,
-                                pool.scales_off // 2, bufs))
-        for b, spb, cstride, sstride, coff, soff, bufs in targets:
-            params = self.kern._params("16I", rows, nb, 0, x_stride, x_div, map_base, n_exp, b, spb, cstride, sstride,
-                                       coff, soff, 0, 0, 0, label=label)
+        for b, spb, cstride, sstride, coff, soff, bufs in self._pool_targets(pool, rows, pool_buffers, layout):
+            params = self.kern._params("16I", rows, nb, x_base, x_stride, x_div, map_base, n_exp, b, spb, cstride,
+                                       sstride, coff, soff, 0, 0, 0, label=label)
             self._rec(dl, shader, consts,
                       {0: params, 1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
                       f"{label or pool.name}@{b}")
         self.flops += 2 * rows * pool.cols * k * self.T
+
+    def expert_gate_up(self, dl, gate, up, rows, k, xq, act_q8, grouped, slot_map, map_base, n_exp, mask, x_div,
+                       pool_buffers=None, layout=None, label=""):
+        """act_q8 = silu(G·x) · (U·x) per pick, quantised to Q8_0 per 32 rows (expert_gate_up_few.wgsl; the
+        layout expert_gemm(x_q8=True) reads: the T·k picks' codes, then their scales), x row = pick / x_div of the
+        chunk's T rows as rmsnorm(xq=...) quantised them. Only where fused_gate_up."""
+        for w in (gate, up):
+            if isinstance(w, GpuMatrix):
+                w.require_whole("expert_gate_up")
+        nb = gate.cols // 32
+        y_scales = 8 * self.T * k * (rows // 32)
+        g_targets = self._pool_targets(gate, rows, pool_buffers, layout)
+        u_targets = self._pool_targets(up, rows, pool_buffers, layout, binds=(8, 9))
+        for (b, spb, cstride, sstride, coff, soff, gbufs), (_, _, _, _, ucoff, usoff, ubufs) in zip(g_targets,
+                                                                                                  u_targets):
+            params = self.kern._params("16I", rows, nb, 8 * self.T * nb, 0, x_div, map_base, n_exp, b, spb, cstride,
+                                       sstride, coff, soff, ucoff, usoff, y_scales, label=label)
+            self._rec(dl, "expert_gate_up_few.wgsl", {},
+                      {0: params, 1: xq, 2: act_q8, **gbufs, **ubufs, 5: slot_map, 6: grouped, 7: mask},
+                      ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp), f"{label}@{b}")
+        self.flops += 2 * 2 * rows * gate.cols * k * self.T
 
     def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd"):
         table.require_whole("embed_rows")
@@ -115,8 +166,8 @@ class ChunkKernels:
             self._rec(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.chunk, 2: y, **bufs, 5: ids},
                       ((table.cols + 255) // 256, self.T), label)
 
-    def rmsnorm(self, dl, x, w, y, n, eps, label="rmsnorm"):
-        self.kern.rmsnorm(dl, x, w, y, n, eps, rows=self.T, label=label)
+    def rmsnorm(self, dl, x, w, y, n, eps, label="rmsnorm", xq=None):
+        self.kern.rmsnorm(dl, x, w, y, n, eps, rows=self.T, label=label, xq=xq)
 
     def qk_norm_rope(self, dl, x, norm_w, n_heads, hd, n_rot, eps, base, row_stride, label="qk_norm_rope"):
         """shaders/qk_norm_rope.wgsl over the chunk's rows: the chunk uniform holds pos0 where Step holds pos."""

@@ -259,17 +259,18 @@ class Kernels:
         return xfmt(self, w.fmt) == "q8"
 
     def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm", xq=None):
-        """y = rmsnorm(x) * w per row of n values. xq: one row only; y is also written quantised per 32-block into
-        xq (q8_input_words(n) words) for a following matvec(x_q8=True) (shaders/rmsnorm_q8.wgsl, the same y)."""
+        """y = rmsnorm(x) * w per row of n values. xq: y is also written quantised per 32-block into xq
+        (rows · q8_input_words(n) words: the rows' codes, then their scales) for a following matvec(x_q8=True) or
+        few-picks expert product (shaders/rmsnorm_q8.wgsl, the same y)."""
         if xq is None:
             params = self._params("IfII", n, eps, x_base, y_base)
             self._record(dl, "rmsnorm.wgsl", {}, {0: params, 1: x, 2: w, 3: y}, (rows, 1), label)
             return
-        if rows != 1 or n % 32 or x_base % 4 or y_base % 4:
-            raise ValueError(f"{label}: a norm writing a quantised copy takes one row of whole 32-blocks at vec4 "
-                             f"offsets (rows {rows}, n {n}, x_base {x_base}, y_base {y_base})")
-        params = self._params("IfII", n, eps, x_base // 4, y_base // 4)
-        self._record(dl, "rmsnorm_q8.wgsl", {}, {0: params, 1: x, 2: w, 3: y, 4: xq}, (1, 1), label)
+        if n % 32 or x_base % 4 or y_base % 4:
+            raise ValueError(f"{label}: a norm writing a quantised copy takes rows of whole 32-blocks at vec4 "
+                             f"offsets (n {n}, x_base {x_base}, y_base {y_base})")
+        params = self._params("IfII4I", n, eps, x_base // 4, y_base // 4, 8 * rows * (n // 32), 0, 0, 0)
+        self._record(dl, "rmsnorm_q8.wgsl", {}, {0: params, 1: x, 2: w, 3: y, 4: xq}, (rows, 1), label)
 
     def embed(self, dl, table: GpuMatrix, y, label="embed"):
         for row0, n, bufs in table.bands:

@@ -8,7 +8,8 @@ dispatch = where the CPU reads the routed ids back, index after its expert produ
 
 In Q8_0-activation mode a GEMM over Q8_0 weights quantises its f32 input rows per 32-block while staging them
 (shaders/gemm_tile_q8.wgsl), as the decode's int8 products and llama.cpp quantise them; F32 weights read the f32
-rows. So every GEMM reads the f32 rows and no quantised copy is kept.
+rows. So every GEMM reads the f32 rows and no quantised copy is kept, but for the routed down product with few
+picks per expert: its input is written quantised by the fused gate/up (the same codes its staging would make).
 """
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
 
@@ -55,28 +56,42 @@ def _delta_net(ck, dl, b, w, cfg, window, state, i):
             label=f"linear_attn_out-{i}")
 
 
-def _moe_route(ck, dl, b, w, cfg, i):
+def _moe_route(ck, dl, b, w, cfg, i, xq=None):
     """xn = ffn_norm(h); router logits; top-k per row; the picks grouped by expert (read back here when paging).
-    xn stays in b["xn"] for the experts' and the shared expert's gate/up GEMMs."""
+    xn stays in b["xn"] for the experts' and the shared expert's gate/up GEMMs (and quantised in xq, when given, for
+    the fused routed gate/up)."""
     e = cfg.n_embd
-    ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, cfg.rms_eps, label=f"ffn_norm-{i}")
+    ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, cfg.rms_eps, label=f"ffn_norm-{i}", xq=xq)
     ck.gemm(dl, w["ffn_gate_inp"], b["xn"], b["router"], e, cfg.n_expert, label=f"ffn_moe_logits-{i}")
     ck.router_topk(dl, b["router"], b["route_ids"], b["route_w"], cfg.n_expert, cfg.n_expert_used,
                    label=f"ffn_moe_topk-{i}")
     ck.moe_group(dl, b["route_ids"], b["grouped"], cfg.n_expert_used, cfg.n_expert, label=f"ffn_moe_group-{i}")
 
 
+def _fused_ffn(ck, w, cfg) -> bool:
+    """The routed FFN of this layer runs fused for few picks per expert (ChunkKernels.fused_gate_up)."""
+    return ck.fused_gate_up(w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"], cfg.n_expert_used,
+                            cfg.n_expert)
+
+
 def _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool):
     """gate/up over each expert's picks (from the pick's token row of xn), SiLU·up, down (from the pick's own row of
-    act)."""
+    act). With few picks per expert (ChunkKernels.fused_gate_up) gate, up and SiLU·up are one dispatch that leaves
+    act quantised for the down product (its Q8_0 codes and scales: 9/32 of the f32 rows' size, in b["act"])."""
     e, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
     kw = {"pool_buffers": pool.buffers, "layout": pool.layout} if pool is not None else {}
     common = (b["grouped"], slot_map, i * cfg.n_expert, cfg.n_expert, b["mask"])
+    gate, up, down = w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"]
+    if _fused_ffn(ck, w, cfg):  # xn quantised by the norm into b["xq"] (_moe_route)
+        ck.expert_gate_up(dl, gate, up, ffn, k, b["xq"], b["act"], *common, x_div=k, label=f"ffn_moe_gate_up-{i}",
+                          **kw)
+        ck.expert_gemm(dl, down, e, k, b["act"], b["down"], *common, x_stride=ffn, x_div=1, x_q8=True,
+                       label=f"ffn_moe_down-{i}", **kw)
+        return
     for name, out in (("ffn_gate_exps", "gate"), ("ffn_up_exps", "up")):
         ck.expert_gemm(dl, w[name], ffn, k, b["xn"], b[out], *common, x_stride=e, x_div=k,
                        label=f"ffn_moe_{out}-{i}", **kw)
     ck.kern.silu_mul(dl, b["gate"], b["up"], b["act"], ck.T * k * ffn, label=f"ffn_moe_swiglu-{i}")
-    down = w["ffn_down_exps"]
     ck.expert_gemm(dl, down, e, k, b["act"], b["down"], *common, x_stride=ffn, x_div=1,
                    label=f"ffn_moe_down-{i}", **kw)
 
@@ -112,7 +127,7 @@ def record_chunk(ck, dl, model, b, acts, cache, slot_map, pool=None) -> list:
         else:
             ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}")
             _attention(ck, dl, b, w, cfg, cache.k[i], cache.v[i], i, gated=False)
-        _moe_route(ck, dl, b, w, cfg, i)
+        _moe_route(ck, dl, b, w, cfg, i, xq=b["xq"] if _fused_ffn(ck, w, cfg) else None)
         after_group = dl.count
         _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool)
         cuts.append((i, after_group, dl.count))
