@@ -1,7 +1,8 @@
 // Prefill GEMM tiles on the GPU at hand: the f32 tile (Q8_0 weights dequantised to f32, f32 FMAs:
 // shaders/gemm_tile_f32.wgsl) against the int8 tile (activations quantised to Q8_0 while staging, dot4I8Packed:
 // gemm_tile_q8.wgsl), both through the engine's own gemm.wgsl / expert_gemm.wgsl, and the int8 expert_gemm_few.wgsl
-// (includes and {{CONSTS}} filled here as py_engine/gpu/shader_loader.py does), on the real model's shapes.
+// and the fused expert_gate_up_few.wgsl + the down reading its int8 act (includes and {{CONSTS}} filled here as
+// py_engine/gpu/shader_loader.py does), on the real model's shapes.
 //   DAWN_NODE=path/dawn.node node tools/h200/gemm_variants.mjs [--tiny]
 // (without DAWN_NODE the `webgpu` package of node_modules). --tiny: small shapes, for a check that it runs (lavapipe).
 // Prints one JSON line per (shape, tokens, tile): µs per dispatch (median of repeats, each the mean of R back-to-back
@@ -23,7 +24,8 @@ const hasTs = adapter.features.has('timestamp-query');
 const device = await adapter.requestDevice({
   requiredFeatures: hasTs ? ['timestamp-query'] : [],
   requiredLimits: { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-                    maxBufferSize: adapter.limits.maxBufferSize },
+                    maxBufferSize: adapter.limits.maxBufferSize,
+                    maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage },
 });
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
@@ -143,7 +145,7 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
   const runs = [...XFMTS.map((xf) => [xf, tt0]), ...[32, 64].filter((t) => t > tt0).map((t) => ['q8', t]),
                 ['q8', 'few']];
   for (const [xf, tt] of runs) {
-    const pipe = tt === 'few' ? pipeline('expert_gemm_few.wgsl', {})
+    const pipe = tt === 'few' ? pipeline('expert_gemm_few.wgsl', { XIN: 'f32' })
       : pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
     const gx = tt === 'few' ? Math.ceil(rows / 64) : Math.ceil(rows / 128);
     const bufs = { 0: params, 1: xb, 2: y, 3: W.codes, 4: W.scales, 5: slotMap, 6: gb, 7: mask };
@@ -162,6 +164,82 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
   [W.codes, W.scales, xb, y, slotMap, mask, params, gb].forEach((b) => b.destroy());
 }
 
+// The routed FFN fused for few picks (the engine's path up to 16 picks per expert on average, where the device binds
+// 9 storage buffers): expert_gate_up_few.wgsl (x quantised ahead as the chunk's norm writes it; gate and up of
+// 512 × 2048 experts, SwiGLU, act written as Q8_0 codes + scales) and the down product reading that act (expert_gemm_few.wgsl, XIN = q8); compare with the 'few' lines of
+// the gate/up and down shapes above (three such dispatches and a SwiGLU pass). Checked on sampled blocks / outputs
+// against the JS reference of the same arithmetic.
+async function fusedFfn(name, ffn, K, T, nExp, k) {
+  const G = weights(nExp * ffn, K, 101), Uw = weights(nExp * ffn, K, 202), D = weights(nExp * K, ffn, 303);
+  const r = rng(13 + T), route = [];
+  for (let t = 0; t < T; t++) {
+    const picked = new Set(); while (picked.size < k) picked.add(r() * nExp | 0);
+    route.push(...picked);
+  }
+  const picks = Array.from({ length: nExp }, () => []);
+  route.forEach((e, p) => picks[e].push(p));
+  const counts = picks.map((p) => p.length), offsets = [];
+  counts.reduce((o, c) => (offsets.push(o), o + c), 0);
+  const gb = mkbuf(new Uint32Array([...counts, ...offsets, ...picks.flat()]));
+  const x = new Float32Array(T * K); for (let i = 0; i < x.length; i++) x[i] = r() * 2 - 1;
+  const nPick = T * k, nbo = ffn / 32, nb = K / 32;
+  const xw = new Uint32Array(9 * T * nb), xc = new Int8Array(xw.buffer), xs = new Float32Array(xw.buffer);
+  for (let i = 0; i < T * nb; i++) {  // x as the chunk's norm leaves it: the rows' codes, then their scales
+    const { q, d } = quant(x, 32 * i); xc.set(q, 32 * i); xs[8 * T * nb + i] = d;
+  }
+  const xb = mkbuf(xw), act = device.createBuffer({ size: nPick * ffn * 4, usage: S | CS });
+  const y = device.createBuffer({ size: nPick * K * 4, usage: S | CS });
+  const slotMap = mkbuf(new Uint32Array(nExp).map((_, i) => i)), mask = mkbuf(new Uint32Array(nExp).fill(1));
+  const yScales = 8 * nPick * nbo;
+  const pGU = mkbuf(new Uint32Array([ffn, nb, 8 * T * nb, 0, k, 0, nExp, 0, 0xFFFFFFFF, ffn * K / 16, ffn * K / 32,
+                                     0, 0, 0, 0, yScales]), U | CD);
+  const pD = mkbuf(new Uint32Array([K, ffn / 32, yScales, ffn, 1, 0, nExp, 0, 0xFFFFFFFF, K * ffn / 16, K * ffn / 32,
+                                    0, 0, 0, 0, 0]), U | CD);
+  const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * ffn * K * T * k))));
+  const run = async (shader, consts, bufs, rows) => {
+    const pipe = pipeline(shader, consts);
+    const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+      entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
+    return time(pipe, bg, Math.ceil(rows / 64), nExp, R);
+  };
+  const common = { 5: slotMap, 6: gb, 7: mask };
+  const usGU = await run('expert_gate_up_few.wgsl', {}, { 0: pGU, 1: xb, 2: act, 3: G.codes, 4: G.scales, 8: Uw.codes,
+                                                           9: Uw.scales, ...common }, ffn);
+  const usD = await run('expert_gemm_few.wgsl', { XIN: 'q8' }, { 0: pD, 1: act, 2: y, 3: D.codes, 4: D.scales, ...common },
+                        K);
+  const words = new Uint32Array((await readback(act, nPick * ffn * 4)).buffer);
+  const codes = new Int8Array(words.buffer), dOf = (p, b) => new Float32Array(words.buffer, 4 * (yScales + p * nbo + b), 1)[0];
+  let err = 0, mag = 1e-30;
+  for (const [p, b] of [[0, 0], [nPick - 1, nbo - 1], [nPick >> 1, nbo >> 1]]) {  // act blocks: silu(g)·u quantised
+    const a = new Float32Array(32);
+    for (let j = 0; j < 32; j++) {
+      const row = route[p] * ffn + 32 * b + j, g = fr(refDot(G, row, x, Math.floor(p / k) * K, K, true));
+      a[j] = fr(fr(g / fr(1 + Math.exp(-g))) * fr(refDot(Uw, row, x, Math.floor(p / k) * K, K, true)));
+    }
+    const { q, d } = quant(a, 0);
+    for (let j = 0; j < 32; j++) {
+      err = Math.max(err, Math.abs(codes[4 * 8 * (p * nbo + b) + j] * dOf(p, b) - q[j] * d)); mag = Math.max(mag, Math.abs(a[j]));
+    }
+  }
+  report({ shape: name, rows: ffn, K, tokens: T, experts: `${k} of ${nExp}`, tile: 'fused gate+up+swiglu, act int8', us: usGU,
+           flops: 2 * 2 * ffn * K * T * k, relErr: err / mag });
+  const got = await readback(y, nPick * K * 4);
+  err = 0; mag = 1e-30;
+  for (const [p, row] of [[0, 0], [nPick - 1, K - 1], [nPick >> 1, K >> 1]]) {  // down over the act codes as stored
+    let s = 0;
+    for (let b = 0; b < nbo; b++) {
+      let t = 0;
+      for (let j = 0; j < 32; j++) t += D.code(route[p] * K + row, 32 * b + j) * codes[4 * 8 * (p * nbo + b) + j];
+      s += t * dOf(p, b) * D.scale(route[p] * K + row, b);
+    }
+    err = Math.max(err, Math.abs(got[p * K + row] - s)); mag = Math.max(mag, Math.abs(s));
+  }
+  report({ shape: name, rows: K, K: ffn, tokens: T, experts: `${k} of ${nExp}`, tile: 'down, act int8 ahead', us: usD,
+           flops: 2 * ffn * K * T * k, relErr: err / mag });
+  [G, Uw, D].forEach((w) => { w.codes.destroy(); w.scales.destroy(); });
+  [gb, xb, act, y, slotMap, mask, pGU, pD].forEach((b) => b.destroy());
+}
+
 function report({ us, flops, relErr, ...rest }) {
   console.log(JSON.stringify({ ...rest, us: +us.toFixed(1), TFLOPs: +(flops / us / 1e6).toPrecision(3),
                                relErr: +relErr.toExponential(1) }));
@@ -174,6 +252,7 @@ for (const T of TOKENS) {
   if (tiny) {
     await dense('dense (300 x 128)', 300, 128, T);
     await experts('expert gate/up (2 of 8 x 64 x 96)', 64, 96, T, 8, 2, 2);
+    await fusedFfn('expert ffn (2 of 8, 96 x 64)', 96, 64, T, 8, 2);
     continue;
   }
   await dense('attn_qkv (8192 x 2048)', 8192, 2048, T);
@@ -181,5 +260,6 @@ for (const T of TOKENS) {
   await dense('ssm_out / attn_out (2048 x 4096)', 2048, 4096, T);
   await experts('expert gate/up (8 of 256 x 512 x 2048)', 512, 2048, T, 256, 8, 8);
   await experts('expert down (8 of 256 x 2048 x 512)', 2048, 512, T, 256, 8, 1);
+  if (T * 8 / 256 <= 16) await fusedFfn('expert ffn (8 of 256, 512 x 2048)', 512, 2048, T, 256, 8);
 }
 process.exit(0);
