@@ -1,26 +1,37 @@
-// Gated DeltaNet's causal conv + SiLU over a prefill chunk (gdn_conv_step.wgsl applied to rows t = 0 .. chunk.n - 1 in
-// order, in one dispatch): each invocation owns one channel and walks the chunk's tokens, keeping each input in its
-// ring slot as it goes. Inputs before position 0 read as zeros (a row at position 0 starts a sequence).
+// Gated DeltaNet's causal conv + SiLU over a prefill chunk: one invocation per (channel, row), all rows at once. Row r
+// reads the inputs of the K - 1 positions before it from the chunk's own rows where they are in the chunk, else from
+// the ring the previous chunk or tokens left (gdn_conv_step.wgsl's layout: position q in slot q % K; zeros before
+// position 0), and sums the taps in gdn_conv_step's order (the same bits as stepping the rows one by one). The ring
+// is not written here (other rows still read it): gdn_conv_keep.wgsl stores the chunk's last inputs after.
+// Workgroups: (ceil(n / 256), T).
 #include "chunk.wgsl"
 struct Params { n: u32, k: u32, x_stride: u32, y_stride: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> chunk: Chunk;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
-@group(0) @binding(4) var<storage, read_write> window: array<f32>;
+@group(0) @binding(4) var<storage, read> window: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
-
-#include "gdn_conv_step.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let c = gid.x;
-  if (c >= p.n) {
+  let r = gid.y;
+  if (c >= p.n || r >= chunk.n) {
     return;
   }
-  for (var r = 0u; r < chunk.n; r++) {
-    let xc = x[r * p.x_stride + c];
-    y[r * p.y_stride + c] = conv_silu_at(c, xc, chunk.pos0 + r);
-    conv_keep(c, xc, chunk.pos0 + r);
+  let pos = chunk.pos0 + r;
+  var acc = 0.0;
+  for (var j = 0u; j + 1u < p.k; j++) {
+    let back = p.k - 1u - j;  // positions before this one
+    var prev = 0.0;
+    if (r >= back) {
+      prev = x[(r - back) * p.x_stride + c];
+    } else if (pos >= back) {
+      prev = window[((pos - back) % p.k) * p.n + c];
+    }
+    acc += prev * w[c * p.k + j];
   }
+  acc += x[r * p.x_stride + c] * w[c * p.k + p.k - 1u];
+  y[r * p.y_stride + c] = acc / (1.0 + exp(-acc));
 }

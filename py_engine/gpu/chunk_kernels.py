@@ -204,10 +204,15 @@ class ChunkKernels:
         self._rec(dl, "moe_combine_rows.wgsl", {}, {0: params, 1: self.chunk, 2: route_w, 3: y, 4: h},
                   ((n + 255) // 256, self.T), label)
 
-    def gdn_conv(self, dl, x, conv_w, window, y, n_channels, kernel_size, label="ssm_conv"):
+    def gdn_conv(self, dl, x, conv_w, window, y, n_channels, kernel_size, label="ssm_conv", keep_label="conv_keep"):
+        """The conv + SiLU of every (channel, row) at once (gdn_conv_chunk.wgsl), then the chunk's last inputs into
+        the ring (gdn_conv_keep.wgsl): two dispatches, since the first reads the ring the second writes."""
         params = self.kern._params("4I", n_channels, kernel_size, n_channels, n_channels)
+        groups = (n_channels + 255) // 256
         self._rec(dl, "gdn_conv_chunk.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: conv_w, 4: window, 5: y},
-                  ((n_channels + 255) // 256, 1), label)
+                  (groups, self.T), label)
+        self._rec(dl, "gdn_conv_keep.wgsl", {}, {0: params, 1: self.chunk, 2: x, 4: window}, (groups, 1),
+                  keep_label)
 
     def gdn_recurrent(self, dl, qkv, gates, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
                       label="delta_net"):

@@ -38,15 +38,16 @@ def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):
 
 
 def _delta_net(ck, dl, b, w, cfg, window, state, i):
-    """Gated DeltaNet over the chunk: projections as GEMMs, conv and recurrence one dispatch each (sequential in the
-    chunk's rows inside the kernel), gated norm over all rows' heads, h += ssm_out(...)."""
+    """Gated DeltaNet over the chunk: projections as GEMMs, the conv over all rows at once (then its ring kept), the
+    recurrence in one dispatch (sequential in the chunk's rows inside the kernel), gated norm over all rows' heads,
+    h += ssm_out(...)."""
     e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
     ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}")
     ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}")
     ck.gemm(dl, w["ssm_beta"], b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta-{i}")
     ck.gemm(dl, w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}")
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
-                label=f"conv_output_silu-{i}")
+                label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
                      cfg.ssm_n_group, nv, cfg.ssm_d_state, dv, cfg.rms_eps, label=f"attn_output-{i}")
     # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
