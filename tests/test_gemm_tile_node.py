@@ -25,7 +25,7 @@ from diskformer.reference.layers import fake_quantize_q8_0
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
-from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_dense_tile, gemm_token_tile
+from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_dense_tile, gemm_k_slices, gemm_token_tile
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -65,7 +65,7 @@ async def main(args):
                 else:
                     w = matrix(a["name"] + "_w", a["fmt"], a["rows"], a["cols"], a["band_rows"])
                 ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
-                        a["accumulate"])
+                        a["accumulate"], k_slices=a["k_slices"])
             else:
                 pool = matrix(a["name"] + "_w", a["fmt"], a["slots"] * a["rows"], a["cols"], a["slots"] * a["rows"])
                 ck.expert_gemm(dl, pool, a["rows"], a["k"], inp(a["name"] + "_x"), y, inp(a["name"] + "_grouped"),
@@ -83,8 +83,11 @@ async def main(args):
         refused = str(e)
     dense = [[t, r, c, gemm_dense_tile(t, r, c)] for t in args["tile_tokens"] for r in (32, 256, 2048, 8192, 248320)
              for c in (False, True)]
+    slices = {f"{t} {r} {nb} {c}": gemm_k_slices(t, r, nb, gemm_dense_tile(t, r, c), c)
+              for t, r, nb in ((256, 256, 64), (256, 32, 64), (256, 512, 64), (256, 8192, 64), (256, 2048, 16),
+                               (64, 256, 64), (256, 256, 1)) for c in (False, True)}
     return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]], "refused": refused,
-            "dense_tiles": dense}
+            "dense_tiles": dense, "k_slices": slices}
 '''
 
 TILE_TOKENS = [1, 16, 17, 32, 33, 64, 65, 512]
@@ -114,8 +117,9 @@ class Cases:
         return blocks.reshape(rows, cols)
 
     def gemm(self, name, fmt, rows, cols, n, T=None, band_rows=None, x_base=0, x_extra=0, y_base=0, y_extra=0,
-             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random"):
-        """row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it."""
+             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random", k_slices=None):
+        """row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it.
+        k_slices: the product split along K into that many slices (gemm.wgsl's z, then gemm_split_sum.wgsl)."""
         T = T or n
         x_stride, y_stride = cols + x_base + x_extra, rows + y_base + y_extra
         W = self.weights(name + "_w", fmt, row_base + rows + rows_after, cols)[row_base:row_base + rows]
@@ -135,7 +139,7 @@ class Cases:
         self.spec.append(dict(name=name, kernel="gemm", fmt=fmt, rows=rows, cols=cols, n=n, T=T,
                               band_rows=band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
                               y_base=y_base, accumulate=accumulate, row_base=row_base, rows_after=rows_after,
-                              act=act))
+                              act=act, k_slices=k_slices))
 
     def x_rows(self, shape, kind):
         """Activation rows: "random", "mixed" (a zero block, blocks with an f16-subnormal or a large scale, a
@@ -212,6 +216,12 @@ def tile_run(tmp_path_factory):
         # row views: an odd first row (Q8_0 scales mid-word), a view past a full tile, the last part of a stack
         c.gemm(f"g_{tag}_view_mid", fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, **kw)
         c.gemm(f"g_{tag}_view_tail", fmt, 40, 64, 17, T=32, row_base=130, **kw)
+        # split along K: slices of unequal length (64 blocks in 3), accumulating at an offset over a short chunk in
+        # bands; a view; more slices than blocks (one per block)
+        c.gemm(f"g_{tag}_split3", fmt, 300, 2048, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7,
+               y_extra=3, accumulate=True, k_slices=3, **kw)
+        c.gemm(f"g_{tag}_split_view", fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, k_slices=2, **kw)
+        c.gemm(f"g_{tag}_split_all", fmt, 64, 96, 16, T=16, k_slices=8, **kw)
         # routed experts: average picks per expert pick the 16-, 32- and 64-token tile; counts around each
         c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
         c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
@@ -237,6 +247,7 @@ def _cases(prefix):
         names += [f"g_{tag}_r{r}_t{n}_k32" for r, n in ((129, 65), (300, 1), (127, 63))]
         names += [f"g_{tag}_r{r}_t{n}_k2048" for r, n in ((129, 65), (300, 1), (1, 63))]
         names += [f"g_{tag}_short", f"g_{tag}_acc", f"g_{tag}_t16", f"g_{tag}_view_mid", f"g_{tag}_view_tail"]
+        names += [f"g_{tag}_split3", f"g_{tag}_split_view", f"g_{tag}_split_all"]
         names += [f"e_{tag}_t16", f"e_{tag}_t32", f"e_{tag}_t64", f"e_{tag}_few", f"e_{tag}_few_k96"]
     return [n for n in names if n.startswith(prefix)]
 
@@ -291,3 +302,13 @@ def test_dense_tile_narrows_until_a_gpu_is_filled(tile_run):
     got = {(t, r): tt for t, r, c, tt in tile_run[2]["dense_tiles"] if not c}
     assert got[(512, 8192)] == 64 and got[(512, 248320)] == 64
     assert got[(512, 2048)] == 16 and got[(64, 256)] == 16 and got[(64, 32)] == 16  # 16 row tiles: 64 -> 32 -> 16
+
+
+def test_small_products_split_along_k_on_a_gpu(tile_run):
+    """Products of fewer tiles than one per SM (router 256 rows, beta/alpha 32, shared expert 512) are split along
+    K until ~GEMM_MIN_GROUPS workgroups; large ones, one-block ones and every product on a CPU adapter are not."""
+    got = tile_run[2]["k_slices"]
+    assert got["256 256 64 False"] == 8 and got["256 32 64 False"] == 16 and got["256 512 64 False"] == 5
+    assert got["256 8192 64 False"] == 1 and got["256 2048 16 False"] == 1 and got["256 256 1 False"] == 1
+    assert got["64 256 64 False"] == 32  # 8 tiles: slices of 2 blocks
+    assert all(v == 1 for k, v in got.items() if k.endswith("True"))

@@ -124,6 +124,7 @@ class Prefill:
             self.chunks += 1
 
     def release(self):
+        self.ck.release()
         for b in self.bufs.values():
             b.destroy()
         self.chunk_buf.destroy()

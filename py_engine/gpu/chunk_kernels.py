@@ -4,6 +4,7 @@ pipelines and parameter buffers). Every dispatch is sized for the recorded chunk
 (shaders/chunk.wgsl: rows in use n <= T, position of row 0) is written once per chunk, so one recorded list
 serves every chunk, the last short one included.
 """
+from .buffers import storage_buffer
 from .kernels import GpuMatrix, xfmt
 
 GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile_{f32,q8}.wgsl
@@ -42,30 +43,72 @@ def gemm_dense_tile(tokens: int, rows: int, cpu_adapter: bool = False) -> int:
     return tt
 
 
+def gemm_k_slices(tokens: int, rows: int, nb: int, tt: int, cpu_adapter: bool = False) -> int:
+    """K slices of a dense GEMM (gemm.wgsl's workgroups z): a product of fewer row x token tiles than one per SM of
+    a 132-SM GPU is split along K until it has about GEMM_MIN_GROUPS workgroups (the router's 32 tiles -> 8 slices
+    of 8 blocks), each slice summing fewer blocks in turn; gemm_split_sum.wgsl then adds the slices. None on a CPU
+    adapter (there every workgroup costs time)."""
+    tiles = -(-rows // GEMM_ROWS) * -(-tokens // tt)
+    if cpu_adapter or tiles * 2 > GEMM_MIN_GROUPS or nb < 2:
+        return 1
+    kb_per = -(-nb // min(nb, -(-GEMM_MIN_GROUPS // tiles)))
+    return -(-nb // kb_per)
+
+
 class ChunkKernels:
     def __init__(self, kern, chunk_uniform, T: int):
         self.kern = kern
         self.chunk = chunk_uniform
         self.T = T
         self.flops = 0  # multiply-adds × 2 of one full chunk's GEMMs (dense + the routed picks), for GFLOP/s
+        self._slices = None  # the split GEMMs' partial sums (grown as recorded GEMMs need)
 
     def _rec(self, dl, name, consts, binds, groups, label):
         self.kern._record(dl, name, consts, binds, groups, label)
 
-    def gemm(self, dl, w: GpuMatrix, x, y, x_stride, y_stride, x_base=0, y_base=0, accumulate=False, label=""):
+    def _slice_buffer(self, floats: int):
+        if self._slices is None or self._slices.size < 4 * floats:
+            # an earlier, smaller buffer stays bound by the dispatches recorded with it (released with this one)
+            self._old_slices = getattr(self, "_old_slices", []) + ([self._slices] if self._slices else [])
+            self._slices = storage_buffer(self.kern.gpu, 4 * floats, "chunk_gemm_slices")
+        return self._slices
+
+    def release(self):
+        for b in getattr(self, "_old_slices", []) + ([self._slices] if self._slices else []):
+            b.destroy()
+        self._slices, self._old_slices = None, []
+
+    def gemm(self, dl, w: GpuMatrix, x, y, x_stride, y_stride, x_base=0, y_base=0, accumulate=False, label="",
+             k_slices=None):
         """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
         row band). W may be a row view of a stacked matrix (its row_base goes to the shader). In Q8_0-activation
         mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
-        rounding, so raw rows and rows already rounded that way give the same product)."""
+        rounding, so raw rows and rows already rounded that way give the same product). A product of few tiles is
+        split along K (gemm_k_slices; k_slices forces a count): partial sums, then gemm_split_sum.wgsl."""
         nb = w.cols // 32
         cpu = self.kern.gpu.cpu_adapter
+        consts = {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt)}
         for row0, n, bufs in w.bands:
             tt = gemm_dense_tile(self.T, n, cpu)
-            params = self.kern._params("8I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate),
-                                       w.row_base, label=label)
-            groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + tt - 1) // tt)
-            self._rec(dl, "gemm.wgsl", {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt), "TILE_TN": tt // 16},
-                      {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
+            ks = min(k_slices, nb) if k_slices else gemm_k_slices(self.T, n, nb, tt, cpu)
+            kb_per = -(-nb // ks)
+            ks = -(-nb // kb_per)
+            groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + tt - 1) // tt, ks)
+            if ks == 1:
+                params = self.kern._params("12I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate),
+                                           w.row_base, nb, 0, 0, 0, label=label)
+                self._rec(dl, "gemm.wgsl", {**consts, "TILE_TN": tt // 16},
+                          {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
+                continue
+            part = self._slice_buffer(ks * self.T * n)
+            params = self.kern._params("12I", n, nb, x_base, x_stride, 0, n, 0, w.row_base, kb_per, self.T * n,
+                                       0, 0, label=label)
+            self._rec(dl, "gemm.wgsl", {**consts, "TILE_TN": tt // 16},
+                      {0: params, 1: self.chunk, 2: x, 5: part, **bufs}, groups, label or w.name)
+            params = self.kern._params("8I", n, ks, y_base + row0, y_stride, int(accumulate), self.T * n, 0, 0,
+                                       label=label)
+            self._rec(dl, "gemm_split_sum.wgsl", {}, {0: params, 1: self.chunk, 2: part, 3: y},
+                      ((n + 255) // 256, self.T), f"{label or w.name}_sum")
         self.flops += 2 * w.rows * w.cols * self.T
 
     def few_picks(self, pool, k, n_exp) -> bool:

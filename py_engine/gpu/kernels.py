@@ -153,8 +153,8 @@ class Kernels:
     def _record(self, dl, name, consts, bindings, groups, label):
         pipe = self.pipes.get(name, **consts)
         bg = self.pipes.bind_group(pipe, bindings, label)
-        gx, gy = groups if isinstance(groups, tuple) else split_groups(groups)
-        dl.dispatch(pipe, bg, gx, gy, 1, label)
+        gx, gy, gz = (*groups, 1)[:3] if isinstance(groups, tuple) else (*split_groups(groups), 1)
+        dl.dispatch(pipe, bg, gx, gy, gz, label)
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
                xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None):

@@ -97,7 +97,7 @@ async function dense(name, rows, K, T) {
   const W = weights(rows, K, rows ^ K), r = rng(7 + T);
   const x = new Float32Array(T * K); for (let i = 0; i < x.length; i++) x[i] = r() * 2 - 1;
   const xb = mkbuf(x), y = device.createBuffer({ size: T * rows * 4, usage: S | CS });
-  const params = mkbuf(new Uint32Array([rows, K / 32, 0, K, 0, rows, 0, 0]), U | CD);
+  const params = mkbuf(new Uint32Array([rows, K / 32, 0, K, 0, rows, 0, 0, K / 32, 0, 0, 0]), U | CD);  // one K slice
   const chunk = mkbuf(new Uint32Array([T, 0, 0, 0]), U | CD);
   const tt = tokenTile(T), gx = Math.ceil(rows / 128), gy = Math.ceil(T / tt);
   const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T))));
