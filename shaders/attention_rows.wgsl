@@ -1,10 +1,14 @@
 // Causal attention of a prefill chunk: query row t < chunk.n (position pos0 + t) over cache positions
 // [0, pos0 + t] — the chunk's K/V rows are appended before this runs, so the causal mask is the row's length.
-// Grouped-query and chunked online softmax exactly as attention.wgsl (one workgroup of 64 per (head, row)).
+// Grouped-query and chunked online softmax exactly as attention.wgsl, per head the same operations in the same
+// order. One workgroup of 64 per (row, hg query heads of one KV head): each K and V word is loaded once for the hg
+// heads that share it (hg = heads_per_wg <= 8, hg · hd / 2 <= 1024), where a workgroup per head loaded it hg times.
+// Workgroups: (n_kv_head · ceil(group / hg), T); group = n_head / n_kv_head.
 // q row t starts at q[t·q_stride], output row t at out[t·out_stride] (element offsets, even).
 #include "chunk.wgsl"
 #include "kv_{{KV}}.wgsl"
-struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, q_stride: u32, out_stride: u32, pad0: u32, pad1: u32 }
+struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, q_stride: u32, out_stride: u32, heads_per_wg: u32,
+                pad1: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> chunk: Chunk;
 @group(0) @binding(2) var<storage, read> q: array<vec2<f32>>;
@@ -14,79 +18,126 @@ struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, q_stride: u32,
 
 const CHUNK: u32 = 64u;
 const MAX_PAIRS_PER_LANE: u32 = 2u;
-var<workgroup> q_sh: array<vec2<f32>, 128>;
-var<workgroup> score: array<f32, CHUNK>;
-var<workgroup> weight: array<f32, CHUNK>;
+const HG: u32 = 8u;  // most heads per workgroup
+var<workgroup> q_sh: array<vec2<f32>, 1024>;  // [head][pair]
+var<workgroup> score: array<f32, HG * CHUNK>;   // [head][key]
+var<workgroup> weight: array<f32, HG * CHUNK>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
-  let h = wg.x;
   let row = wg.y;
   if (row >= chunk.n) {
     return;
   }
   let pairs = p.hd / 2u;
-  let kvh = h / (p.n_head / p.n_kv_head);
+  let group = p.n_head / p.n_kv_head;
+  let per_kv = (group + p.heads_per_wg - 1u) / p.heads_per_wg;
+  let kvh = wg.x / per_kv;
+  let h0 = kvh * group + (wg.x % per_kv) * p.heads_per_wg;  // this workgroup's first query head
+  let hg = min(p.heads_per_wg, (kvh + 1u) * group - h0);
   let row_words = p.n_kv_head * pairs;
   let head_word = kvh * pairs;
-  let qb = row * p.q_stride / 2u + h * pairs;
-  for (var j = t; j < pairs; j += 64u) {
+  let qb = row * p.q_stride / 2u + h0 * pairs;
+  for (var j = t; j < hg * pairs; j += 64u) {
     q_sh[j] = q[qb + j];
   }
   workgroupBarrier();
 
   let n = chunk.pos0 + row + 1u;
-  var m = -3.0e38;
-  var l = 0.0;
-  var acc: array<vec2<f32>, MAX_PAIRS_PER_LANE>;
+  var m: array<f32, HG>;
+  var l: array<f32, HG>;
+  var acc: array<vec2<f32>, HG * MAX_PAIRS_PER_LANE>;  // [head][pair slot]
+  for (var i = 0u; i < HG; i++) {
+    m[i] = -3.0e38;
+  }
   for (var c = 0u; c < n; c += CHUNK) {
     let pos = c + t;
-    var s = -3.0e38;
+    var s = array<f32, HG>();
+    for (var i = 0u; i < HG; i++) {
+      s[i] = -3.0e38;
+    }
     if (pos < n) {
       let kb = pos * row_words + head_word;
-      var d = 0.0;
+      var d = array<f32, HG>();  // zeroed explicitly: a loop-body var may keep the last iteration's values
       for (var j = 0u; j < pairs; j++) {
-        d += dot(q_sh[j], kv_unpack(k_cache[kb + j]));
-      }
-      s = d * p.scale;
-    }
-    score[t] = s;
-    workgroupBarrier();
-    var cm = m;
-    for (var j = 0u; j < CHUNK; j++) {
-      cm = max(cm, score[j]);
-    }
-    var e = 0.0;
-    if (pos < n) {
-      e = exp(s - cm);
-    }
-    weight[t] = e;
-    workgroupBarrier();
-    let corr = exp(m - cm);
-    l *= corr;
-    let cn = min(CHUNK, n - c);
-    for (var j = 0u; j < cn; j++) {
-      l += weight[j];
-    }
-    for (var i = 0u; i < MAX_PAIRS_PER_LANE; i++) {
-      let pj = t + i * 64u;
-      if (pj < pairs) {
-        var a = acc[i] * corr;
-        for (var j = 0u; j < cn; j++) {
-          a += weight[j] * kv_unpack(v_cache[(c + j) * row_words + head_word + pj]);
+        let kw = kv_unpack(k_cache[kb + j]);
+        for (var i = 0u; i < HG; i++) {
+          if (i < hg) {
+            d[i] += dot(q_sh[i * pairs + j], kw);
+          }
         }
-        acc[i] = a;
+      }
+      for (var i = 0u; i < HG; i++) {
+        s[i] = d[i] * p.scale;
       }
     }
-    m = cm;
+    for (var i = 0u; i < HG; i++) {
+      score[i * CHUNK + t] = s[i];
+    }
+    workgroupBarrier();
+    var cm = array<f32, HG>();
+    for (var i = 0u; i < HG; i++) {
+      if (i < hg) {
+        var mx = m[i];
+        for (var j = 0u; j < CHUNK; j++) {
+          mx = max(mx, score[i * CHUNK + j]);
+        }
+        cm[i] = mx;
+        var e = 0.0;
+        if (pos < n) {
+          e = exp(s[i] - mx);
+        }
+        weight[i * CHUNK + t] = e;
+      }
+    }
+    workgroupBarrier();
+    let cn = min(CHUNK, n - c);
+    var corr = array<f32, HG>();
+    for (var i = 0u; i < HG; i++) {
+      if (i < hg) {
+        corr[i] = exp(m[i] - cm[i]);
+        var li = l[i] * corr[i];
+        for (var j = 0u; j < cn; j++) {
+          li += weight[i * CHUNK + j];
+        }
+        l[i] = li;
+      }
+    }
+    for (var pi = 0u; pi < MAX_PAIRS_PER_LANE; pi++) {
+      let pj = t + pi * 64u;
+      if (pj < pairs) {
+        var a = array<vec2<f32>, HG>();
+        for (var i = 0u; i < HG; i++) {
+          a[i] = acc[i * MAX_PAIRS_PER_LANE + pi] * corr[i];
+        }
+        for (var j = 0u; j < cn; j++) {
+          let vw = kv_unpack(v_cache[(c + j) * row_words + head_word + pj]);
+          for (var i = 0u; i < HG; i++) {
+            if (i < hg) {
+              a[i] += weight[i * CHUNK + j] * vw;
+            }
+          }
+        }
+        for (var i = 0u; i < HG; i++) {
+          acc[i * MAX_PAIRS_PER_LANE + pi] = a[i];
+        }
+      }
+    }
+    for (var i = 0u; i < HG; i++) {
+      m[i] = cm[i];
+    }
     workgroupBarrier();
   }
-  let ob = row * p.out_stride / 2u + h * pairs;
-  for (var i = 0u; i < MAX_PAIRS_PER_LANE; i++) {
-    let pj = t + i * 64u;
-    if (pj < pairs) {
-      out[ob + pj] = acc[i] / l;
+  let ob = row * p.out_stride / 2u + h0 * pairs;
+  for (var i = 0u; i < HG; i++) {
+    if (i < hg) {
+      for (var pi = 0u; pi < MAX_PAIRS_PER_LANE; pi++) {
+        let pj = t + pi * 64u;
+        if (pj < pairs) {
+          out[ob + i * pairs + pj] = acc[i * MAX_PAIRS_PER_LANE + pi] / l[i];
+        }
+      }
     }
   }
 }

@@ -226,11 +226,16 @@ class ChunkKernels:
 
     def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, q_stride, out_stride,
                   label="attention"):
+        """Causal attention of the chunk's rows (attention_rows.wgsl): the query heads sharing a KV head go up to 8
+        per workgroup (each K/V word loaded once for all of them)."""
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
-        params = self.kern._params("IIIfIIII", n_head, n_kv_head, hd, scale, q_stride, out_stride, 0, 0)
+        group = n_head // n_kv_head
+        hg = min(group, 8, 2048 // hd)  # q_sh holds hg · hd / 2 <= 1024 pairs
+        params = self.kern._params("IIIfIIII", n_head, n_kv_head, hd, scale, q_stride, out_stride, hg, 0)
         self._rec(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format},
-                  {0: params, 1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out}, (n_head, self.T), label)
+                  {0: params, 1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
+                  (n_kv_head * -(-group // hg), self.T), label)
 
     def router_topk(self, dl, logits, route_ids, route_w, n_exp, k, label="router_topk"):
         if n_exp > 256 or k > 64 or k > n_exp:
