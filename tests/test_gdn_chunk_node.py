@@ -1,6 +1,6 @@
-"""The prefill's Gated DeltaNet recurrence over a chunk of rows (shaders/gdn_recurrent_chunk.wgsl, through
-ChunkKernels.gdn_recurrent) against the numpy reference, at the fixtures' head sizes and at the real models' (128 and
-256): a chunk from position 0 (a fresh sequence, whatever the state buffer held), then a shorter chunk that goes on
+"""The prefill's Gated DeltaNet recurrence over a chunk of rows (shaders/gdn_qk_scales.wgsl for every row's q/k
+scales and q·k, then gdn_recurrent_chunk.wgsl, through ChunkKernels.gdn_recurrent) against the numpy reference, at
+the fixtures' head sizes and at the real models' (128 and 256): a chunk from position 0 (a fresh sequence, whatever the state buffer held), then a shorter chunk that goes on
 from the state the first one left, as a prompt's chunks do.
 """
 import json
@@ -32,13 +32,15 @@ async def main(args):
         fixed = {k: upload(gpu, (d / f"{name}_{k}.bin").read_bytes(), k) for k in ("dt", "a", "junk")}
         state = fixed["junk"]  # garbage: a chunk at position 0 must not read it
         out = storage_buffer(gpu, 4 * T * nv * dv, "out")
+        qk_scales = storage_buffer(gpu, 16 * T * nk, "qk_scales")
         for i, (n, pos0) in enumerate(case["parts"]):
             qkv = upload(gpu, (d / f"{name}_qkv{i}.bin").read_bytes(), "qkv")
             gates = upload(gpu, (d / f"{name}_g{i}.bin").read_bytes(), "gates")
             write_buffer(gpu, chunk, 0, struct.pack("<4I", n, pos0, 0, 0))
             dl = DispatchList()
             async with GpuErrorScope(gpu, f"{name} part {i}"):
-                ck.gdn_recurrent(dl, qkv, gates, fixed["dt"], fixed["a"], state, out, nk, nv, dk, dv, case["eps"])
+                ck.gdn_recurrent(dl, qkv, gates, fixed["dt"], fixed["a"], state, out, qk_scales, nk, nv, dk, dv,
+                                 case["eps"])
             dl.submit(gpu)
             (d / f"{name}_out{i}.bin").write_bytes(await rb.read(out, 0, 4 * n * nv * dv))
             (d / f"{name}_state{i}.bin").write_bytes(await rb.read(state, 0, 4 * nv * dk * dv))

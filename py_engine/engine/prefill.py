@@ -27,11 +27,14 @@ SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
 
 
 def chunk_buffer_sizes(model, T: int) -> list:
-    """(name, 4-byte words) of the chunk's work buffers: T rows of each per-token activation, the token ids, the
-    grouped picks (counts | offsets | picks) and the per-expert mask."""
+    """(name, 4-byte words) of the chunk's work buffers: T rows of each per-token activation (and, with DeltaNet
+    layers, of the q/k scales per key head: gdn_qk_scales.wgsl), the token ids, the grouped picks (counts | offsets |
+    picks) and the per-expert mask."""
     c = model.cfg
     per_token = [(name, n) for name, n in model.work_buffers()
                  if not name.startswith(STATE_BUFFERS) and name not in SKIP]
+    if any(getattr(c, "recurrent", ())):
+        per_token.append(("gdn_qk", 4 * c.ssm_n_group))
     sizes = [(name, T * n) for name, n in per_token]
     return sizes + [("ids", T), ("grouped", 2 * c.n_expert + T * c.n_expert_used), ("mask", c.n_expert)]
 

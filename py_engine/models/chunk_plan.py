@@ -49,7 +49,8 @@ def _delta_net(ck, dl, b, w, cfg, window, state, i):
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
-                     cfg.ssm_n_group, nv, cfg.ssm_d_state, dv, cfg.rms_eps, label=f"attn_output-{i}")
+                     b["gdn_qk"], cfg.ssm_n_group, nv, cfg.ssm_d_state, dv, cfg.rms_eps, label=f"attn_output-{i}",
+                     scales_label=f"delta_net_qk-{i}")
     # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
     gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"], nv * ck.T, dv,
                    cfg.rms_eps, label=f"final_output-{i}")
