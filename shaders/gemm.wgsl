@@ -2,7 +2,8 @@
 // t < n and the weight rows r < rows of one matrix (or row band). Workgroups: (row tiles of 128, token tiles of
 // TT = 16·TILE_TN, K slices). Weights: Q8_0 planes or F32 (WFMT). XFMT f32: weights dequantised into workgroup
 // memory, f32 FMAs (gemm_tile_f32.wgsl); XFMT q8 (Q8_0 weights): X quantised to Q8_0 while staging, int8 dot
-// products (gemm_tile_q8.wgsl). f32 accumulation.
+// products (gemm_tile_q8.wgsl). f32 accumulation. XIN f32: X as f32 rows (gemm_xin_f32.wgsl); XIN q8: X quantised
+// ahead (gemm_xin_q8.wgsl, q8 tiles only; rows of K, x_base = where the scales start).
 // K slices (a product of few row and token tiles, split so that the GPU has enough workgroups): workgroup z sums
 // blocks z·kb_per .. of K and writes its partial at + z·slice_stride (gemm_split_sum.wgsl adds the slices). One
 // slice: kb_per = nb.
@@ -12,8 +13,8 @@ struct Params { rows: u32, nb: u32, x_base: u32, x_stride: u32, y_base: u32, y_s
                  kb_per: u32, slice_stride: u32, pad0: u32, pad1: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> chunk: Chunk;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+#include "gemm_xin_{{XIN}}.wgsl"
 #include "gemm_w_{{WFMT}}.wgsl"
 
 var<private> row0: u32;
@@ -30,6 +31,14 @@ fn x_index(t: u32, col: u32) -> i32 {
     return -1;
   }
   return i32((tok0 + t) * p.x_stride + p.x_base + 32u * kb0 + col);
+}
+
+// Rows quantised ahead (XIN = q8): the index of block b (of the slice) of token t's row, or -1.
+fn x_block(t: u32, b: u32) -> i32 {
+  if (tok0 + t >= chunk.n) {
+    return -1;
+  }
+  return i32((tok0 + t) * p.nb + kb0 + b);
 }
 
 #include "gemm_tile_{{XFMT}}.wgsl"

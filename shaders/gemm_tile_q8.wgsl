@@ -8,11 +8,12 @@
 // accumulates per block Σ q_w·q_x with dot4I8Packed (exact in i32) for its 8 rows × TN tokens, then adds
 // (d_w · d_x) · Σ to its f32 accumulators, block by block in order.
 // Staging: lane l loads block l / 128 of the step for weight row l % 128 (2 vec4 of codes, its scale); lane
-// l < KB·TT loads the 32 activations of one (token, block) and quantises them. Codes sit transposed, word-major
+// l < KB·TT loads one (token, block) of activations: 32 raw values it quantises (gemm_x_quantise.wgsl) or the codes
+// and scale quantised ahead (gemm_xin_q8.wgsl); both give the same codes. Codes sit transposed, word-major
 // ([block][word][row or token], 4 rows or tokens per vec4), so neighbouring lanes write neighbouring words and
 // the compute loop reads one vec4 per 4 rows (or tokens). Workgroup memory: 9 KiB + TT · 72 bytes, ≤ 13.5 KiB.
-// Needs from the includer (Q8_0 weights): w_block_codes(cv) and w_block_scale(sh) (gemm_w_q8.wgsl).
-#include "round_f16.wgsl"
+// Needs from the includer (Q8_0 weights): w_block_codes(cv) and w_block_scale(sh) (gemm_w_q8.wgsl), and the
+// activations' StagedX, x_stage_load(t, b, nb) and x_stage_codes(sx) -> Q8Block.
 
 const TN: u32 = {{TILE_TN}}u;
 const TR: u32 = 128u;
@@ -23,8 +24,8 @@ var<workgroup> wd: array<vec4<f32>, 64>;  // [block][row / 4]: d_w
 var<workgroup> xq: array<vec4<u32>, 4u * TT>;  // [block][word][token / 4]: KB × 8 × TT / 4 code words
 var<workgroup> xd: array<f32, 2u * TT>;  // [block][token]: d_x
 
-// The lane's loads of one step: the codes and scale of one weight block, 32 raw activations of one token.
-struct Staged { w: array<vec4<u32>, 2>, dw: f32, x: array<f32, 32> }
+// The lane's loads of one step: the codes and scale of one weight block, one activation block of one token.
+struct Staged { w: array<vec4<u32>, 2>, dw: f32, x: StagedX }
 
 fn stage_load(lid: u32, s: u32, nb: u32, rows_here: u32) -> Staged {
   var st: Staged;  // rows, tokens and blocks outside the data stage zeros (or stale values: never written out)
@@ -36,18 +37,12 @@ fn stage_load(lid: u32, s: u32, nb: u32, rows_here: u32) -> Staged {
     st.dw = w_block_scale(at.y);
   }
   if (lid < KB * TT) {
-    let xb = s * KB + lid / TT;
-    let e = x_index(lid % TT, 32u * xb);
-    if (e >= 0 && xb < nb) {
-      for (var i = 0u; i < 32u; i++) {
-        st.x[i] = x[u32(e) + i];
-      }
-    }
+    st.x = x_stage_load(lid % TT, s * KB + lid / TT, nb);
   }
   return st;
 }
 
-// Writes the step's loads into workgroup memory, quantising the activations (ggml quantize_row_q8_0).
+// Writes the step's loads into workgroup memory (the activations as codes: x_stage_codes).
 fn stage_store(lid: u32, st: Staged) {
   let wr = lid % TR;
   let wb = lid / TR;
@@ -59,19 +54,11 @@ fn stage_store(lid: u32, st: Staged) {
   if (lid < KB * TT) {
     let tok = lid % TT;
     let xb = lid / TT;
-    var amax = 0.0;
-    for (var i = 0u; i < 32u; i++) {
-      amax = max(amax, abs(st.x[i]));
-    }
-    var inv = 0.0;
-    if (amax > 0.0) {
-      inv = 127.0 / amax;
-    }
+    var q = x_stage_codes(st.x);
     for (var i = 0u; i < 8u; i++) {
-      let v = vec4<f32>(st.x[4u * i], st.x[4u * i + 1u], st.x[4u * i + 2u], st.x[4u * i + 3u]);
-      xq[((xb * 8u + i) * TT + tok) / 4u][tok % 4u] = pack4xI8(vec4<i32>(round(v * inv)));
+      xq[((xb * 8u + i) * TT + tok) / 4u][tok % 4u] = q.codes[i];
     }
-    xd[xb * TT + tok] = round_to_f16(amax / 127.0);
+    xd[xb * TT + tok] = q.d;
   }
 }
 

@@ -64,8 +64,9 @@ async def main(args):
                     w = stack.row_view(a["name"], a["row_base"], a["rows"])
                 else:
                     w = matrix(a["name"] + "_w", a["fmt"], a["rows"], a["cols"], a["band_rows"])
+                xq = inp(a["name"] + "_xq") if a["xq"] else None
                 ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
-                        a["accumulate"], k_slices=a["k_slices"])
+                        a["accumulate"], k_slices=a["k_slices"], xq=xq)
             else:
                 pool = matrix(a["name"] + "_w", a["fmt"], a["slots"] * a["rows"], a["cols"], a["slots"] * a["rows"])
                 ck.expert_gemm(dl, pool, a["rows"], a["k"], inp(a["name"] + "_x"), y, inp(a["name"] + "_grouped"),
@@ -117,9 +118,11 @@ class Cases:
         return blocks.reshape(rows, cols)
 
     def gemm(self, name, fmt, rows, cols, n, T=None, band_rows=None, x_base=0, x_extra=0, y_base=0, y_extra=0,
-             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random", k_slices=None):
+             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random", k_slices=None, xq=False):
         """row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it.
-        k_slices: the product split along K into that many slices (gemm.wgsl's z, then gemm_split_sum.wgsl)."""
+        k_slices: the product split along K into that many slices (gemm.wgsl's z, then gemm_split_sum.wgsl).
+        xq: X also given quantised ahead (rmsnorm_q8's layout: the T rows' codes, then their scales), which the
+        int8 tile reads instead of quantising X (gemm_xin_q8.wgsl)."""
         T = T or n
         x_stride, y_stride = cols + x_base + x_extra, rows + y_base + y_extra
         W = self.weights(name + "_w", fmt, row_base + rows + rows_after, cols)[row_base:row_base + rows]
@@ -131,6 +134,13 @@ class Cases:
             y0 = self.rng.standard_normal(T * y_stride).astype(np.float32)
         self.arr(name + "_x", x)
         self.arr(name + "_y0", y0)
+        if xq:  # x_base 0 and x_stride == cols: whole rows
+            blocks = x.reshape(T * cols // 32, 32)
+            amax = np.abs(blocks).max(axis=1)
+            inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+            codes = np.rint(blocks * inv[:, None]).astype(np.int8)
+            d = (amax / np.float32(127)).astype(np.float16).astype(np.float32)
+            self.arr(name + "_xq", np.concatenate([codes.view(np.uint32).ravel(), d.view(np.uint32)]))
         ref = y0.astype(np.float64).reshape(T, y_stride)
         xs = self.act(x.reshape(T, x_stride)[:n, x_base:x_base + cols], fmt, act)
         prod = xs @ W.astype(np.float64).T
@@ -139,7 +149,7 @@ class Cases:
         self.spec.append(dict(name=name, kernel="gemm", fmt=fmt, rows=rows, cols=cols, n=n, T=T,
                               band_rows=band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
                               y_base=y_base, accumulate=accumulate, row_base=row_base, rows_after=rows_after,
-                              act=act, k_slices=k_slices))
+                              act=act, k_slices=k_slices, xq=xq))
 
     def x_rows(self, shape, kind):
         """Activation rows: "random", "mixed" (a zero block, blocks with an f16-subnormal or a large scale, a
@@ -222,6 +232,10 @@ def tile_run(tmp_path_factory):
                y_extra=3, accumulate=True, k_slices=3, **kw)
         c.gemm(f"g_{tag}_split_view", fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, k_slices=2, **kw)
         c.gemm(f"g_{tag}_split_all", fmt, 64, 96, 16, T=16, k_slices=8, **kw)
+        # X quantised ahead (read only by the int8 tile; the other modes take the f32 rows): a short chunk, split
+        c.gemm(f"g_{tag}_xq", fmt, 300, 2048, 37, T=64, xq=True, y_base=7, y_extra=3, **kw)
+        c.gemm(f"g_{tag}_xq_split", fmt, 129, 96, 20, T=32, k_slices=2, accumulate=True, xq=True, kind="mixed",
+               **kw)
         # routed experts: average picks per expert pick the 16-, 32- and 64-token tile; counts around each
         c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
         c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
@@ -247,7 +261,7 @@ def _cases(prefix):
         names += [f"g_{tag}_r{r}_t{n}_k32" for r, n in ((129, 65), (300, 1), (127, 63))]
         names += [f"g_{tag}_r{r}_t{n}_k2048" for r, n in ((129, 65), (300, 1), (1, 63))]
         names += [f"g_{tag}_short", f"g_{tag}_acc", f"g_{tag}_t16", f"g_{tag}_view_mid", f"g_{tag}_view_tail"]
-        names += [f"g_{tag}_split3", f"g_{tag}_split_view", f"g_{tag}_split_all"]
+        names += [f"g_{tag}_split3", f"g_{tag}_split_view", f"g_{tag}_split_all", f"g_{tag}_xq", f"g_{tag}_xq_split"]
         names += [f"e_{tag}_t16", f"e_{tag}_t32", f"e_{tag}_t64", f"e_{tag}_few", f"e_{tag}_few_k96"]
     return [n for n in names if n.startswith(prefix)]
 

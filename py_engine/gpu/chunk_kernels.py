@@ -78,16 +78,27 @@ class ChunkKernels:
             b.destroy()
         self._slices, self._old_slices = None, []
 
+    @property
+    def quantised_rows(self) -> bool:
+        """Whether the chunk's norms also write their rows quantised (rmsnorm xq) for the int8 products after them
+        (Q8_0-activation mode)."""
+        return self.kern.q8_act
+
     def gemm(self, dl, w: GpuMatrix, x, y, x_stride, y_stride, x_base=0, y_base=0, accumulate=False, label="",
-             k_slices=None):
+             k_slices=None, xq=None):
         """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
         row band). W may be a row view of a stacked matrix (its row_base goes to the shader). In Q8_0-activation
         mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
-        rounding, so raw rows and rows already rounded that way give the same product). A product of few tiles is
-        split along K (gemm_k_slices; k_slices forces a count): partial sums, then gemm_split_sum.wgsl."""
+        rounding, so raw rows and rows already rounded that way give the same product), or, given xq (the same rows
+        as rmsnorm(xq=...) quantised them: X of w.cols per row from 0), X's codes as they are. A product of few
+        tiles is split along K (gemm_k_slices; k_slices forces a count): partial sums, then gemm_split_sum.wgsl."""
         nb = w.cols // 32
         cpu = self.kern.gpu.cpu_adapter
-        consts = {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt)}
+        consts = {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt), "XIN": "f32"}
+        if xq is not None and consts["XFMT"] == "q8":
+            if x_base or x_stride != w.cols:
+                raise ValueError(f"{label or w.name}: quantised rows are read whole (x_base 0, x_stride {w.cols})")
+            x, x_base, consts["XIN"] = xq, 8 * self.T * nb, "q8"  # the scales follow the T rows' codes
         for row0, n, bufs in w.bands:
             tt = gemm_dense_tile(self.T, n, cpu)
             ks = min(k_slices, nb) if k_slices else gemm_k_slices(self.T, n, nb, tt, cpu)

@@ -8,23 +8,24 @@ dispatch = where the CPU reads the routed ids back, index after its expert produ
 
 In Q8_0-activation mode a GEMM over Q8_0 weights quantises its f32 input rows per 32-block while staging them
 (shaders/gemm_tile_q8.wgsl), as the decode's int8 products and llama.cpp quantise them; F32 weights read the f32
-rows. So every GEMM reads the f32 rows and no quantised copy is kept, but for the routed down product with few
-picks per expert: its input is written quantised by the fused gate/up (the same codes its staging would make).
+rows; in that mode the chunk's norms also write their rows quantised (rmsnorm xq: the same codes), which the int8
+GEMMs after them read as they are, and with few picks per expert the fused routed gate/up writes the down product's
+input quantised too. F32 products (the router) read the f32 rows.
 """
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
 
 
-def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):
+def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated, xq=None):
     """Causal GQA attention of the chunk's rows (q/k norm + RoPE, K/V appended first); h += attn_output(...)."""
     kern = ck.kern
     hd, nh, nkv, e = cfg.head_dim, cfg.n_head, cfg.n_head_kv, cfg.n_embd
     if gated:  # qwen35moe: the q projection yields [query | gate] per head
-        ck.gemm(dl, w["attn_q"], b["xn"], b["qg"], e, 2 * nh * hd, label=f"Qcur_full-{i}")
+        ck.gemm(dl, w["attn_q"], b["xn"], b["qg"], e, 2 * nh * hd, label=f"Qcur_full-{i}", xq=xq)
         attn_q_split(kern, dl, b["qg"], b["q"], nh * ck.T, hd, label=f"Qcur-{i}")
     else:
-        ck.gemm(dl, w["attn_q"], b["xn"], b["q"], e, nh * hd, label=f"Qcur-{i}")
-    ck.gemm(dl, w["attn_k"], b["xn"], b["kv"], e, 2 * nkv * hd, label=f"Kcur-{i}")
-    ck.gemm(dl, w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd, y_base=nkv * hd, label=f"Vcur-{i}")
+        ck.gemm(dl, w["attn_q"], b["xn"], b["q"], e, nh * hd, label=f"Qcur-{i}", xq=xq)
+    ck.gemm(dl, w["attn_k"], b["xn"], b["kv"], e, 2 * nkv * hd, label=f"Kcur-{i}", xq=xq)
+    ck.gemm(dl, w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd, y_base=nkv * hd, label=f"Vcur-{i}", xq=xq)
     ck.qk_norm_rope(dl, b["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, nh * hd,
                     label=f"Qcur_rope-{i}")
     ck.qk_norm_rope(dl, b["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, 2 * nkv * hd,
@@ -37,15 +38,15 @@ def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated):
     ck.gemm(dl, w["attn_output"], b["attn"], b["h"], nh * hd, e, accumulate=True, label=f"attn_out-{i}")
 
 
-def _delta_net(ck, dl, b, w, cfg, window, state, i):
+def _delta_net(ck, dl, b, w, cfg, window, state, i, xq=None):
     """Gated DeltaNet over the chunk: projections as GEMMs, the conv over all rows at once (then its ring kept), the
     recurrence in one dispatch (sequential in the chunk's rows inside the kernel), gated norm over all rows' heads,
     h += ssm_out(...)."""
     e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
-    ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}")
-    ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}")
-    ck.gemm(dl, w["ssm_beta"], b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta-{i}")
-    ck.gemm(dl, w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}")
+    ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}", xq=xq)
+    ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}", xq=xq)
+    ck.gemm(dl, w["ssm_beta"], b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta-{i}", xq=xq)
+    ck.gemm(dl, w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}", xq=xq)
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
@@ -98,11 +99,11 @@ def _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool):
                    label=f"ffn_moe_down-{i}", **kw)
 
 
-def _shared_expert(ck, dl, b, w, cfg, i):
+def _shared_expert(ck, dl, b, w, cfg, i, xq=None):
     e, fs = cfg.n_embd, cfg.n_ff_shexp
     gate, up, down = w["ffn_gate_shexp"], w["ffn_up_shexp"], w["ffn_down_shexp"]
-    ck.gemm(dl, gate, b["xn"], b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}")
-    ck.gemm(dl, up, b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}")
+    ck.gemm(dl, gate, b["xn"], b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}", xq=xq)
+    ck.gemm(dl, up, b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}", xq=xq)
     ck.kern.silu_mul(dl, b["shexp_gate"], b["shexp_up"], b["shexp_act"], ck.T * fs, label=f"ffn_shexp_swiglu-{i}")
     ck.gemm(dl, down, b["shexp_act"], b["shexp_out"], fs, e, label=f"ffn_shexp-{i}")
     params = ck.kern._params("4I", e, 0, 0, 0, label=f"ffn_shexp_gated-{i}")
@@ -117,23 +118,23 @@ def record_chunk(ck, dl, model, b, acts, cache, slot_map, pool=None) -> list:
     cfg = model.cfg
     hybrid = model.arch == "qwen35moe"
     ck.embed(dl, model.token_embd, b["ids"], b["h"])
+    # in Q8_0-activation mode each norm also writes its rows quantised, which its int8 products read as they are
+    xq = b["xq"] if ck.quantised_rows else None
     cuts = []
     for i, w in enumerate(model.layers):
-        if hybrid:
-            ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}")
-            if cfg.recurrent[i]:
-                _delta_net(ck, dl, b, w, cfg, acts[f"conv_window.{i}"], acts[f"ssm_state.{i}"], i)
-            else:
-                kv = model.kv_index[i]
-                _attention(ck, dl, b, w, cfg, cache.k[kv], cache.v[kv], i, gated=True)
+        ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}", xq=xq)
+        if not hybrid:
+            _attention(ck, dl, b, w, cfg, cache.k[i], cache.v[i], i, gated=False, xq=xq)
+        elif cfg.recurrent[i]:
+            _delta_net(ck, dl, b, w, cfg, acts[f"conv_window.{i}"], acts[f"ssm_state.{i}"], i, xq=xq)
         else:
-            ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], cfg.n_embd, cfg.rms_eps, label=f"attn_norm-{i}")
-            _attention(ck, dl, b, w, cfg, cache.k[i], cache.v[i], i, gated=False)
-        _moe_route(ck, dl, b, w, cfg, i, xq=b["xq"] if _fused_ffn(ck, w, cfg) else None)
+            kv = model.kv_index[i]
+            _attention(ck, dl, b, w, cfg, cache.k[kv], cache.v[kv], i, gated=True, xq=xq)
+        _moe_route(ck, dl, b, w, cfg, i, xq=xq)  # the fused routed FFN (_fused_ffn) reads it too
         after_group = dl.count
         _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool)
         cuts.append((i, after_group, dl.count))
         ck.moe_combine(dl, b["route_w"], b["down"], b["h"], cfg.n_embd, cfg.n_expert_used, label=f"ffn_moe_out-{i}")
         if hybrid:
-            _shared_expert(ck, dl, b, w, cfg, i)
+            _shared_expert(ck, dl, b, w, cfg, i, xq=xq)
     return cuts

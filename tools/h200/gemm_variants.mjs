@@ -102,7 +102,7 @@ async function dense(name, rows, K, T) {
   const tt = tokenTile(T), gx = Math.ceil(rows / 128), gy = Math.ceil(T / tt);
   const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T))));
   for (const xf of XFMTS) {
-    const pipe = pipeline('gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
+    const pipe = pipeline('gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16, XIN: 'f32' });
     const bufs = [params, chunk, xb, W.codes, W.scales, y];
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
       entries: bufs.map((buffer, binding) => ({ binding, resource: { buffer } })) });
