@@ -6,7 +6,6 @@
 #include "gemm_w_{{WFMT}}.wgsl"
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-#include "gemm_x_quantise.wgsl"
 
 var<private> row0: u32;
 var<private> cv0: u32;

@@ -8,12 +8,12 @@
 // accumulates per block Σ q_w·q_x with dot4I8Packed (exact in i32) for its 8 rows × TN tokens, then adds
 // (d_w · d_x) · Σ to its f32 accumulators, block by block in order.
 // Staging: lane l loads block l / 128 of the step for weight row l % 128 (2 vec4 of codes, its scale); lane
-// l < KB·TT loads one (token, block) of activations: 32 raw values it quantises (gemm_x_quantise.wgsl) or the codes
-// and scale quantised ahead (gemm_xin_q8.wgsl); both give the same codes. Codes sit transposed, word-major
+// l < KB·TT loads one (token, block) of activations: 32 raw values it quantises (XIN = f32: gemm_x_f32.wgsl) or the
+// codes and scale quantised ahead (XIN = q8: gemm_x_q8.wgsl); both give the same codes. Codes sit transposed, word-major
 // ([block][word][row or token], 4 rows or tokens per vec4), so neighbouring lanes write neighbouring words and
 // the compute loop reads one vec4 per 4 rows (or tokens). Workgroup memory: 9 KiB + TT · 72 bytes, ≤ 13.5 KiB.
-// Needs from the includer (Q8_0 weights): w_block_codes(cv) and w_block_scale(sh) (gemm_w_q8.wgsl), and the
-// activations' StagedX, x_stage_load(t, b, nb) and x_stage_codes(sx) -> Q8Block.
+// Needs from the includer (Q8_0 weights): w_block_codes(cv) and w_block_scale(sh) (gemm_w_q8.wgsl), x with
+// x_index(t, col) (XIN = f32) or x_block(t, b) (XIN = q8).
 
 const TN: u32 = {{TILE_TN}}u;
 const TR: u32 = 128u;
@@ -26,6 +26,7 @@ var<workgroup> xd: array<f32, 2u * TT>;  // [block][token]: d_x
 
 // The lane's loads of one step: the codes and scale of one weight block, one activation block of one token.
 struct Staged { w: array<vec4<u32>, 2>, dw: f32, x: StagedX }
+#include "gemm_x_{{XIN}}.wgsl"
 
 fn stage_load(lid: u32, s: u32, nb: u32, rows_here: u32) -> Staged {
   var st: Staged;  // rows, tokens and blocks outside the data stage zeros (or stale values: never written out)
@@ -42,7 +43,7 @@ fn stage_load(lid: u32, s: u32, nb: u32, rows_here: u32) -> Staged {
   return st;
 }
 
-// Writes the step's loads into workgroup memory (the activations as codes: x_stage_codes).
+// Writes the step's loads into workgroup memory (the activations as codes: x_stage_store).
 fn stage_store(lid: u32, st: Staged) {
   let wr = lid % TR;
   let wb = lid / TR;
@@ -52,13 +53,7 @@ fn stage_store(lid: u32, st: Staged) {
   }
   wd[wb * 32u + wr / 4u][wr % 4u] = st.dw;
   if (lid < KB * TT) {
-    let tok = lid % TT;
-    let xb = lid / TT;
-    var q = x_stage_codes(st.x);
-    for (var i = 0u; i < 8u; i++) {
-      xq[((xb * 8u + i) * TT + tok) / 4u][tok % 4u] = q.codes[i];
-    }
-    xd[xb * TT + tok] = q.d;
+    x_stage_store(lid % TT, lid / TT, st.x);
   }
 }
 

@@ -182,7 +182,7 @@ class ChunkKernels:
         else:
             tt = gemm_token_tile(-(-self.T * k // n_exp))
             x_fmt = xfmt(self.kern, pool.fmt)
-            shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16}
+            shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16, "XIN": "f32"}
             groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
         for b, spb, cstride, sstride, coff, soff, bufs in self._pool_targets(pool, rows, pool_buffers, layout):
             params = self.kern._params("16I", rows, nb, x_base, x_stride, x_div, map_base, n_exp, b, spb, cstride,

@@ -146,7 +146,7 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
                 ['q8', 'few']];
   for (const [xf, tt] of runs) {
     const pipe = tt === 'few' ? pipeline('expert_gemm_few.wgsl', { XIN: 'f32' })
-      : pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16 });
+      : pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16, XIN: 'f32' });
     const gx = tt === 'few' ? Math.ceil(rows / 64) : Math.ceil(rows / 128);
     const bufs = { 0: params, 1: xb, 2: y, 3: W.codes, 4: W.scales, 5: slotMap, 6: gb, 7: mask };
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
