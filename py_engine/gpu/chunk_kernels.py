@@ -4,6 +4,8 @@ pipelines and parameter buffers). Every dispatch is sized for the recorded chunk
 (shaders/chunk.wgsl: rows in use n <= T, position of row 0) is written once per chunk, so one recorded list
 serves every chunk, the last short one included.
 """
+import re
+
 from .buffers import storage_buffer
 from .kernels import GpuMatrix, xfmt
 
@@ -53,6 +55,11 @@ def gemm_k_slices(tokens: int, rows: int, nb: int, tt: int, cpu_adapter: bool = 
         return 1
     kb_per = -(-nb // min(nb, -(-GEMM_MIN_GROUPS // tiles)))
     return -(-nb // kb_per)
+
+
+def _sum_label(label: str) -> str:
+    """'beta-3' -> 'beta_sum-3': the slice sums of a split GEMM, profiled as their own kind across the layers."""
+    return re.sub(r"(-\d+)?$", lambda m: "_sum" + m.group(0), label, count=1)
 
 
 class ChunkKernels:
@@ -119,7 +126,7 @@ class ChunkKernels:
             params = self.kern._params("8I", n, ks, y_base + row0, y_stride, int(accumulate), self.T * n, 0, 0,
                                        label=label)
             self._rec(dl, "gemm_split_sum.wgsl", {}, {0: params, 1: self.chunk, 2: part, 3: y},
-                      ((n + 255) // 256, self.T), f"{label or w.name}_sum")
+                      ((n + 255) // 256, self.T), _sum_label(label or w.name))
         self.flops += 2 * w.rows * w.cols * self.T
 
     def few_picks(self, pool, k, n_exp) -> bool:
