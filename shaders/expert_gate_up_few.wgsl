@@ -19,12 +19,7 @@
 @group(0) @binding(8) var<storage, read> u_codes: array<vec4<u32>>;
 @group(0) @binding(9) var<storage, read> u_scales: array<u32>;
 
-const TT: u32 = 16u;  // picks per pass
-const FR: u32 = 64u;  // weight rows per workgroup (two output blocks)
-const FL: u32 = 4u;   // lanes per row
-const KC: u32 = 8u;   // blocks staged per step
-var<workgroup> xq: array<vec4<u32>, 256>;  // [pick][block][half]: TT × KC × 2 (32 codes per block)
-var<workgroup> xd: array<f32, 128>;        // [pick][block]: d_x
+#include "expert_few_stage.wgsl"
 var<workgroup> part_g: array<f32, 256>;
 var<workgroup> part_u: array<f32, 256>;
 var<workgroup> act: array<f32, 1024>;      // [pick][row]: TT × FR SwiGLU outputs of the pass
@@ -49,18 +44,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3
     var acc_g = array<f32, TT>();
     var acc_u = array<f32, TT>();
     for (var b0 = 0u; b0 < p.nb; b0 += KC) {
-      // stage: lane l < TT·KC copies block b0 + l % KC of pick t0 + l / KC
-      if (lid < TT * KC) {
-        let t = lid / KC;
-        let b = b0 + lid % KC;
-        var q: Q8Block;  // zero codes for a pick or block past the end
-        if (t < n && b < p.nb) {
-          q = x_block(grouped[pick_at(e, t0 + t)] / p.x_div, b);
-        }
-        xq[2u * lid] = vec4<u32>(q.codes[0], q.codes[1], q.codes[2], q.codes[3]);
-        xq[2u * lid + 1u] = vec4<u32>(q.codes[4], q.codes[5], q.codes[6], q.codes[7]);
-        xd[lid] = q.d;
-      }
+      stage_picks(lid, e, t0, n, b0);
       workgroupBarrier();
       for (var bb = j; bb < KC; bb += FL) {
         let b = b0 + bb;

@@ -1,14 +1,6 @@
-// The lane layout shared by the one-token and chunk DeltaNet recurrences: a workgroup of 256 covers COLS value
-// columns j of a head's state S; the SLICES lanes of a column split its key rows (i ≡ slice mod SLICES) and keep
-// them in registers (MAX_ROWS each). Also the q/k staging of gdn_qk_norm.wgsl and the column sum. The includer
-// declares p (dk, eps) and qkv_at(e).
-const WG: u32 = 256u;
-const COLS: u32 = 32u;                 // value columns per workgroup
-const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
-const MAX_DK: u32 = 256u;
-const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
-var<workgroup> q_sh: array<f32, MAX_DK>;
-var<workgroup> k_sh: array<f32, MAX_DK>;
+// What the one-token DeltaNet recurrence and the chunk's q/k scales pass share: the lane layout (gdn_lanes.wgsl),
+// the q/k staging of gdn_qk_norm.wgsl and the column sum. The includer declares p (dk, eps) and qkv_at(e).
+#include "gdn_lanes.wgsl"
 var<workgroup> red_q: array<f32, WG>;
 var<workgroup> red_k: array<f32, WG>;
 var<workgroup> part: array<f32, WG>;

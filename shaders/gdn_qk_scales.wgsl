@@ -14,6 +14,8 @@ fn qkv_at(e: u32) -> f32 {
 }
 
 #include "gdn_columns.wgsl"
+const SUM_LANES: u32 = WG;
+#include "workgroup_sum.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -29,16 +31,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   for (var i = t; i < p.dk; i += WG) {
     qk += q_sh[i] * k_sh[i];
   }
-  workgroupBarrier();  // load_qk's last reads of red_q
-  red_q[t] = qk;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      red_q[t] += red_q[t + s];
-    }
-    workgroupBarrier();
-  }
+  qk = workgroup_sum(qk, t);
   if (t == 0u) {
-    out[row * p.n_k_heads + kh] = vec4<f32>(scales.x, scales.y, red_q[0], 0.0);
+    out[row * p.n_k_heads + kh] = vec4<f32>(scales.x, scales.y, qk, 0.0);
   }
 }

@@ -27,13 +27,7 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 @group(0) @binding(8) var<storage, read> scales: array<vec4<f32>>;
 
-const WG: u32 = 256u;
-const COLS: u32 = 32u;                 // value columns per workgroup
-const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
-const MAX_DK: u32 = 256u;
-const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
-var<workgroup> q_sh: array<f32, MAX_DK>;
-var<workgroup> k_sh: array<f32, MAX_DK>;
+#include "gdn_lanes.wgsl"
 var<workgroup> part: array<vec2<f32>, WG>;
 
 #include "softplus.wgsl"

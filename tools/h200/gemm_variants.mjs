@@ -118,9 +118,8 @@ async function dense(name, rows, K, T) {
   [W.codes, W.scales, xb, y, params, chunk].forEach((b) => b.destroy());
 }
 
-// Routed experts: T tokens pick k of nExp experts (distinct, uniform); gate/up read the token's row (x_div = k)
-async function experts(name, rows, K, T, nExp, k, xdiv) {
-  const W = weights(nExp * rows, K, rows ^ K ^ nExp), r = rng(11 + T);
+// T tokens pick k of nExp experts (distinct, uniform): the picks' experts and moe_group.wgsl's grouping of them
+function routing(T, nExp, k, r) {
   const route = [];
   for (let t = 0; t < T; t++) {
     const picked = new Set(); while (picked.size < k) picked.add(r() * nExp | 0);
@@ -130,7 +129,13 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
   route.forEach((e, p) => picks[e].push(p));
   const counts = picks.map((p) => p.length), offsets = [];
   counts.reduce((o, c) => (offsets.push(o), o + c), 0);
-  const grouped = new Uint32Array([...counts, ...offsets, ...picks.flat()]);
+  return { route, grouped: new Uint32Array([...counts, ...offsets, ...picks.flat()]) };
+}
+
+// Routed experts (routing); gate/up read the token's row (x_div = k)
+async function experts(name, rows, K, T, nExp, k, xdiv) {
+  const W = weights(nExp * rows, K, rows ^ K ^ nExp), r = rng(11 + T);
+  const { route, grouped } = routing(T, nExp, k, r);
   const xRows = xdiv === k ? T : T * k;
   const x = new Float32Array(xRows * K); for (let i = 0; i < x.length; i++) x[i] = r() * 2 - 1;
   const xb = mkbuf(x), y = device.createBuffer({ size: T * k * rows * 4, usage: S | CS });
@@ -171,16 +176,8 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
 // against the JS reference of the same arithmetic.
 async function fusedFfn(name, ffn, K, T, nExp, k) {
   const G = weights(nExp * ffn, K, 101), Uw = weights(nExp * ffn, K, 202), D = weights(nExp * K, ffn, 303);
-  const r = rng(13 + T), route = [];
-  for (let t = 0; t < T; t++) {
-    const picked = new Set(); while (picked.size < k) picked.add(r() * nExp | 0);
-    route.push(...picked);
-  }
-  const picks = Array.from({ length: nExp }, () => []);
-  route.forEach((e, p) => picks[e].push(p));
-  const counts = picks.map((p) => p.length), offsets = [];
-  counts.reduce((o, c) => (offsets.push(o), o + c), 0);
-  const gb = mkbuf(new Uint32Array([...counts, ...offsets, ...picks.flat()]));
+  const r = rng(13 + T), { route, grouped } = routing(T, nExp, k, r);
+  const gb = mkbuf(grouped);
   const x = new Float32Array(T * K); for (let i = 0; i < x.length; i++) x[i] = r() * 2 - 1;
   const nPick = T * k, nbo = ffn / 32, nb = K / 32;
   const xw = new Uint32Array(9 * T * nb), xc = new Int8Array(xw.buffer), xs = new Float32Array(xw.buffer);

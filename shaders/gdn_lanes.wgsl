@@ -1,0 +1,10 @@
+// The lane layout of the DeltaNet recurrences (one-token: gdn_columns.wgsl; chunk: gdn_recurrent_chunk.wgsl): a
+// workgroup of 256 covers COLS value columns j of a head's state S; the SLICES lanes of a column split its key rows
+// (i ≡ slice mod SLICES) and keep them in registers (MAX_ROWS each); a row's q and k staged in workgroup memory.
+const WG: u32 = 256u;
+const COLS: u32 = 32u;                 // value columns per workgroup
+const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
+const MAX_DK: u32 = 256u;
+const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
+var<workgroup> q_sh: array<f32, MAX_DK>;
+var<workgroup> k_sh: array<f32, MAX_DK>;
