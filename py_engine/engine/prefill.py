@@ -22,7 +22,7 @@ from ..models.chunk_plan import record_chunk
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
-# mixer inputs (xq stays: the chunk's ffn norm writes its rows quantised there for the fused routed gate/up)
+# mixer inputs (xq stays: in Q8_0-activation mode the chunk's norms write their rows quantised there)
 SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
 
 

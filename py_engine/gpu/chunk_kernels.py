@@ -69,19 +69,20 @@ class ChunkKernels:
         self.T = T
         self.flops = 0  # multiply-adds × 2 of one full chunk's GEMMs (dense + the routed picks), for GFLOP/s
         self._slices = None  # the split GEMMs' partial sums (grown as recorded GEMMs need)
+        self._old_slices = []  # smaller ones it replaced, still bound by the dispatches recorded with them
 
     def _rec(self, dl, name, consts, binds, groups, label):
         self.kern._record(dl, name, consts, binds, groups, label)
 
     def _slice_buffer(self, floats: int):
         if self._slices is None or self._slices.size < 4 * floats:
-            # an earlier, smaller buffer stays bound by the dispatches recorded with it (released with this one)
-            self._old_slices = getattr(self, "_old_slices", []) + ([self._slices] if self._slices else [])
+            if self._slices is not None:
+                self._old_slices.append(self._slices)
             self._slices = storage_buffer(self.kern.gpu, 4 * floats, "chunk_gemm_slices")
         return self._slices
 
     def release(self):
-        for b in getattr(self, "_old_slices", []) + ([self._slices] if self._slices else []):
+        for b in self._old_slices + ([self._slices] if self._slices else []):
             b.destroy()
         self._slices, self._old_slices = None, []
 

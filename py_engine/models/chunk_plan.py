@@ -62,7 +62,7 @@ def _delta_net(ck, dl, b, w, cfg, window, state, i, xq=None):
 def _moe_route(ck, dl, b, w, cfg, i, xq=None):
     """xn = ffn_norm(h); router logits; top-k per row; the picks grouped by expert (read back here when paging).
     xn stays in b["xn"] for the experts' and the shared expert's gate/up GEMMs (and quantised in xq, when given, for
-    the fused routed gate/up)."""
+    the int8 ones among them: the shared expert's, the fused routed gate/up)."""
     e = cfg.n_embd
     ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, cfg.rms_eps, label=f"ffn_norm-{i}", xq=xq)
     ck.gemm(dl, w["ffn_gate_inp"], b["xn"], b["router"], e, cfg.n_expert, label=f"ffn_moe_logits-{i}")
