@@ -43,3 +43,11 @@ async def kernel_device(args):
     track_errors(gpu)
     return d, json.loads((d / "spec.json").read_text()), gpu, Pipelines(gpu)
 '''
+
+
+def q8_row_words(rows):
+    """f32 rows as the engine keeps them quantised ahead (rmsnorm_q8.wgsl's layout): every row's Q8_0 codes (8
+    words per 32-block, rows in order), then every block's scale (f32 bits), as u32 words."""
+    from diskformer.reference.layers import quantize_q8_0
+    codes, d = quantize_q8_0(np.asarray(rows, np.float32))
+    return np.concatenate([codes.reshape(-1).view(np.uint32), d.reshape(-1).view(np.uint32)])

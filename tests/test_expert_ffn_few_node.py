@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
-from diskformer.reference.layers import fake_quantize_q8_0
+from diskformer.reference.layers import fake_quantize_q8_0, quantize_q8_0
 from node_helpers import KERNEL_HARNESS
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -78,15 +78,9 @@ WORD_SENTINEL = 0x5EED5EED
 
 
 def _q8_codes_scales(rows):
-    """llama.cpp's Q8_0 quantisation of f32 rows (numpy): int8 codes and f32 scales per 32-block."""
-    deq = fake_quantize_q8_0(rows)
-    blocks = rows.reshape(-1, 32).astype(np.float32)
-    amax = np.abs(blocks).max(axis=1)
-    d = (amax / np.float32(127)).astype(np.float16).astype(np.float32)
-    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-    codes = np.round(blocks * inv[:, None]).astype(np.int8)
-    assert np.array_equal(codes.astype(np.float32) * d[:, None], deq.reshape(-1, 32).astype(np.float32))
-    return codes, d
+    """llama.cpp's Q8_0 quantisation of f32 rows: int8 codes per 32-block (blocks, 32) and f32 scales (blocks)."""
+    codes, d = quantize_q8_0(rows)
+    return codes.reshape(-1, 32), d.reshape(-1)
 
 
 class Cases:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
-from node_helpers import KERNEL_HARNESS
+from node_helpers import KERNEL_HARNESS, q8_row_words
 from diskformer.reference.layers import fake_quantize_q8_0
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -135,12 +135,7 @@ class Cases:
         self.arr(name + "_x", x)
         self.arr(name + "_y0", y0)
         if xq:  # x_base 0 and x_stride == cols: whole rows
-            blocks = x.reshape(T * cols // 32, 32)
-            amax = np.abs(blocks).max(axis=1)
-            inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-            codes = np.rint(blocks * inv[:, None]).astype(np.int8)
-            d = (amax / np.float32(127)).astype(np.float16).astype(np.float32)
-            self.arr(name + "_xq", np.concatenate([codes.view(np.uint32).ravel(), d.view(np.uint32)]))
+            self.arr(name + "_xq", q8_row_words(x.reshape(T, cols)))
         ref = y0.astype(np.float64).reshape(T, y_stride)
         xs = self.act(x.reshape(T, x_stride)[:n, x_base:x_base + cols], fmt, act)
         prod = xs @ W.astype(np.float64).T

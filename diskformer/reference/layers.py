@@ -91,6 +91,13 @@ def fake_quantize_q8_0(x):
     uses _mm256_round_ps nearest-even with id = 127/amax, not 1/d). The Q8_0 x Q8_0 dot product then equals
     sum_blocks d_w * d_x * sum(q_w * q_x), i.e. the ordinary product of the dequantised weight with d_x * q_x.
     """
+    codes, d = quantize_q8_0(x)
+    return (codes.astype(x.dtype) * d[..., None].astype(x.dtype)).reshape(x.shape)
+
+
+def quantize_q8_0(x):
+    """What ggml's quantize_row_q8_0 stores for x (fake_quantize_q8_0's rounding): the int8 codes, shape
+    (..., blocks, 32), and the block scales d as f32 (f16 values), shape (..., blocks)."""
     shape = x.shape
     if shape[-1] % QK8_0:
         raise ValueError(f"Q8_0 activation quantisation needs a multiple of {QK8_0} inputs, got {shape[-1]}")
@@ -98,9 +105,9 @@ def fake_quantize_q8_0(x):
     amax = np.abs(blocks).max(axis=-1, keepdims=True)
     with np.errstate(divide="ignore"):
         inv = np.where(amax > 0, np.float32(127.0) / amax, np.float32(0.0)).astype(np.float32)
-    codes = np.rint(blocks * inv)
-    d = (amax / np.float32(127.0)).astype(np.float16).astype(x.dtype)
-    return (codes.astype(x.dtype) * d).reshape(shape)
+    codes = np.rint(blocks * inv).astype(np.int8)
+    d = (amax[..., 0] / np.float32(127.0)).astype(np.float16).astype(np.float32)
+    return codes, d
 
 
 # --- weights as operators ---------------------------------------------------------------------------------------
