@@ -181,6 +181,11 @@ def _mb(n) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _gc(g: dict) -> str:
+    """A phase's collector time: ms in all (of which in full collections) and collections per generation."""
+    return f"{g['ms']:.1f} ms ({g['full_ms']:.1f} full; {'/'.join(str(c) for c in g['collections'])} by generation)"
+
+
 def table(raw: dict, d: dict) -> str:
     if "prefill" not in raw:
         dev = raw["device"]
@@ -216,6 +221,8 @@ def table(raw: dict, d: dict) -> str:
         f"prefill GFLOP/s                   {d['prefill_gflops']:,.1f}",
         f"syncs per token                   prefill {d['syncs_per_token']['prefill']:.3f}, decode "
         f"{d['syncs_per_token']['decode']:.2f}",
+        *([f"Python's garbage collector        prefill {_gc(raw['prefill']['gc'])}; decode "
+           f"{_gc(raw['decode']['gc'])}"] if "gc" in raw["prefill"] else []),
         f"FFI calls per token (Python->JS)  prefill {d['ffi_calls_per_token']['prefill']:.3f}, decode "
         f"{d['ffi_calls_per_token']['decode']:.2f}",
         f"dispatches per token              {d['dispatches_per_token']} ({raw['webgpu_calls_per_token']} "

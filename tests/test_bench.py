@@ -131,6 +131,11 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         assert "prefill chunk of 8 tokens" in printed
     assert raw["prefill"]["chunk"] == 8
     assert raw["prefill"]["first_ms"] > 0 and "first prompt after load" in printed  # the warm-up prefill, apart
+    # the collector's share of each timed phase, so that a stall can be told from the GPU's time
+    for phase in ("prefill", "decode"):
+        g = raw[phase]["gc"]
+        assert 0 <= g["full_ms"] <= g["ms"] and len(g["collections"]) == 3 and min(g["collections"]) >= 0
+    assert "Python's garbage collector" in printed
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
     assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed

@@ -20,7 +20,8 @@ from ..engine.decoder import Decoder
 from ..gpu.commands import set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from . import accounting, dispatch_profile, stream_read, streaming, timing
+from . import accounting, dispatch_profile, gc_clock, stream_read, streaming, timing
+from .gc_clock import GcClock
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 
@@ -144,7 +145,9 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
 
         if not args.get("queue_ahead", True):
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
-        prefill_ms, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(dec, ids, n_decode, counters)
+        with GcClock() as gcc:
+            prefill_ms, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(
+                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()})
 
         # after the timed phases: these replays move the cache and the recurrent state
         want = args.get("profile", True)
@@ -177,11 +180,12 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                         "chunk": dec.stats.get("prefill_chunk"),
                         "first_ms": None if cold_ms is None else round(cold_ms, 3),
                         "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],
-                        "flops_per_token": prefill_cost["flops"]},
+                        "flops_per_token": prefill_cost["flops"], "gc": gc_clock.spent(c0, c1)},
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
                        "queued_ahead": bool(getattr(dec, "chains", False)),
                        "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
-                       "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"]},
+                       "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"],
+                       "gc": gc_clock.spent(c1, c2)},
             "dispatches_per_token": dec.dl.count,
             "webgpu_calls_per_token": webgpu_calls(dec.dl),
             "gpu_bytes": gpu_bytes(dec, header),
