@@ -5,7 +5,8 @@ lavapipe in Node, through Pyodide) against numpy.
 Cases: the real models' 16 query heads on 2 KV heads (a group of 8: one workgroup per KV head) at head_dim 256 and
 at 64, a group of 16 (two workgroups of 8 per KV head), a group of 3 (one workgroup of 3), no grouping; a chunk from position 0 and one after cached positions
 (the cache holds rows before the chunk), a short chunk of a longer recorded one (rows past n not written), more than
-one 64-position block per row; f16 and f32 KV caches.
+one 64-position block per row; f16 and f32 KV caches; each row's positions split over 4 or 2 parts of 64 lanes (a
+GPU's form) over two rounds, and rows shorter than one part's block.
 """
 import json
 import shutil
@@ -36,7 +37,7 @@ async def main(args):
         dl = DispatchList()
         async with GpuErrorScope(gpu, "recording " + n):
             ck.attention(dl, q, kc, vc, y, a["n_head"], a["n_kv"], a["hd"], a["scale"], a["q_stride"],
-                         a["out_stride"])
+                         a["out_stride"], splits=a["splits"])
         grids[n] = [int(dl.ops[0][3]), int(dl.ops[0][4])]
         dl.submit(gpu)
         (d / f"out_{n}.bin").write_bytes(await rb.read(y, 0, int(y.size)))
@@ -45,14 +46,20 @@ async def main(args):
 '''
 
 SENTINEL = -7.25
-# name, n_head, n_kv, hd, T, n, pos0, kv
+# name, n_head, n_kv, hd, T, n, pos0, kv, parts per row (None: the engine's choice, 1 on lavapipe)
 CASES = [
-    ("real_hd256", 16, 2, 256, 8, 8, 70, "f16"),
-    ("real_hd256_f32", 16, 2, 256, 4, 3, 0, "f32"),
-    ("g8_hd64", 16, 2, 64, 16, 11, 130, "f16"),
-    ("g3_hd128", 6, 2, 128, 8, 8, 5, "f16"),
-    ("g16_hd64", 32, 2, 64, 4, 4, 66, "f16"),
-    ("mha_hd64", 4, 4, 64, 8, 6, 64, "f32"),
+    ("real_hd256", 16, 2, 256, 8, 8, 70, "f16", None),
+    ("real_hd256_f32", 16, 2, 256, 4, 3, 0, "f32", None),
+    ("g8_hd64", 16, 2, 64, 16, 11, 130, "f16", None),
+    ("g3_hd128", 6, 2, 128, 8, 8, 5, "f16", None),
+    ("g16_hd64", 32, 2, 64, 4, 4, 66, "f16", None),
+    ("mha_hd64", 4, 4, 64, 8, 6, 64, "f32", None),
+    # a GPU's form: 4 parts of 64 lanes per row, each a quarter of the positions, merged at the end; rows over two
+    # rounds of 4 blocks (parts 2 and 3 short or empty in the second), rows shorter than one part's block (parts
+    # 1-3 without a position), 2 parts
+    ("real_hd256_split4", 16, 2, 256, 8, 8, 300, "f16", 4),
+    ("real_hd256_split4_short", 16, 2, 256, 4, 4, 0, "f32", 4),
+    ("g3_hd128_split2", 6, 2, 128, 8, 7, 100, "f16", 2),
 ]
 
 
@@ -66,7 +73,7 @@ def attn_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("attention_rows")
     rng = np.random.default_rng(9)
     spec, refs = [], {}
-    for name, nh, nkv, hd, T, n, pos0, kv in CASES:
+    for name, nh, nkv, hd, T, n, pos0, kv, splits in CASES:
         q_stride, out_stride = nh * hd + 6, nh * hd + 2  # rows wider than the heads (the engine's qg rows)
         q = rng.standard_normal((T, q_stride)).astype(np.float32)
         total = pos0 + T
@@ -89,7 +96,7 @@ def attn_run(tmp_path_factory):
                 ref[t, h * hd:(h + 1) * hd] = (w / w.sum()) @ v[:length, h // group].astype(np.float64)
         refs[name] = ref
         spec.append(dict(name=name, n_head=nh, n_kv=nkv, hd=hd, T=T, n=n, pos0=pos0, kv=kv, scale=scale,
-                         q_stride=q_stride, out_stride=out_stride))
+                         q_stride=q_stride, out_stride=out_stride, splits=splits))
     (d / "spec.json").write_text(json.dumps(spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=600)
     return d, refs, info
@@ -110,4 +117,4 @@ def test_query_heads_of_a_kv_head_share_workgroups(attn_run):
     """Up to 8 query heads of one KV head per workgroup (and hd/2 · heads <= 1024): (KV heads · ceil(group / 8), T)."""
     grids = attn_run[2]["grids"]
     assert grids["real_hd256"] == [2, 8] and grids["g8_hd64"] == [2, 16] and grids["g16_hd64"] == [4, 4]
-    assert grids["g3_hd128"] == [2, 8] and grids["mha_hd64"] == [4, 8]
+    assert grids["g3_hd128"] == [2, 8] and grids["mha_hd64"] == [4, 8] and grids["real_hd256_split4"] == [2, 8]

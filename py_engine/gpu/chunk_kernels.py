@@ -12,6 +12,9 @@ from .kernels import GpuMatrix, xfmt
 GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile_{f32,q8}.wgsl
 GEMM_TOKEN_TILES = (16, 32, 64)  # its token tiles (16 · TILE_TN tokens, TILE_TN = 1, 2, 4 per lane)
 ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
+# The chunk attention's parts per row (attention_rows.wgsl): 4 x 64 lanes, each part a quarter of the row's
+# positions (16 KiB of workgroup memory, WebGPU's default limit); a row's one part left most of a GPU idle.
+ATTENTION_SPLITS = 4
 FEW_PICKS = 16  # picks per expert (on average) up to which the int8 routed GEMM is shaders/expert_gemm_few.wgsl
 FEW_ROWS = 64  # its weight rows per workgroup
 
@@ -244,15 +247,18 @@ class ChunkKernels:
                   {0: params, 1: self.chunk, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, self.T), label)
 
     def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, q_stride, out_stride,
-                  label="attention"):
+                  label="attention", splits=None):
         """Causal attention of the chunk's rows (attention_rows.wgsl): the query heads sharing a KV head go up to 8
-        per workgroup (each K/V word loaded once for all of them)."""
+        per workgroup (each K/V word loaded once for all of them), each row's positions split over `splits` parts
+        of 64 lanes merged at the end (default: ATTENTION_SPLITS on a GPU, 1 on a CPU adapter)."""
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
+        if splits is None:
+            splits = 1 if self.kern.gpu.cpu_adapter else ATTENTION_SPLITS
         group = n_head // n_kv_head
         hg = min(group, 8, 2048 // hd)  # q_sh holds hg · hd / 2 <= 1024 pairs
         params = self.kern._params("IIIfIIII", n_head, n_kv_head, hd, scale, q_stride, out_stride, hg, 0)
-        self._rec(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format},
+        self._rec(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits},
                   {0: params, 1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
                   (n_kv_head * -(-group // hg), self.T), label)
 
