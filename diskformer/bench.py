@@ -206,6 +206,9 @@ def table(raw: dict, d: dict) -> str:
         f"{PEERS['all_gpu']['prefill_tok_s']:>18,.1f}",
         f"{'decode tok/s (' + str(raw['decode']['tokens']) + (' tokens, queued)' if raw['decode'].get('queued_ahead') else ' tokens)'):34}{d['decode_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['decode_tok_s']:>18,.1f}",
+        *([f"{'  each repetition, ms':34}{' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_ms'])}"
+           f" (of which encode + submit {' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_feed_ms'])})"]
+          if raw["prefill"].get("reps_ms") else []),
         *([f"{'  first prompt after load':34}{raw['prefill']['tokens'] / raw['prefill']['first_ms'] * 1e3:>16,.1f}"]
           if raw["prefill"].get("first_ms") else []),
         f"{'llama.cpp H200, experts on CPU*':34}{'':>16}{'prefill ' + _num(cpu['prefill_tok_s'], 0):>18}",
@@ -287,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--routing", choices=ROUTINGS, default="auto", help="routing of the streamed cases")
     ap.add_argument("--prefill-chunk", type=int, default=None,
                     help="prompt tokens per prefill chunk in the resident case (default: the engine's)")
+    ap.add_argument("--prefill-reps", type=int, default=5,
+                    help="timed prefills of the prompt, each from an empty context (default 5, as llama-bench's "
+                         "repetitions; prefill tok/s is their mean)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profiles")
     ap.add_argument("--step-by-step", action="store_true",
                     help="resident decode reads each step back before encoding the next (default: greedy steps "
@@ -307,6 +313,9 @@ def main(argv) -> int:
     if args.prefill_chunk is not None and args.prefill_chunk < 1:
         print("diskformer bench: --prefill-chunk must be >= 1 (1: token by token)", file=sys.stderr)
         return 2
+    if args.prefill_reps < 1:
+        print("diskformer bench: --prefill-reps must be >= 1", file=sys.stderr)
+        return 2
     if args.ops_per_submit is not None and args.ops_per_submit < 0:
         print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
         return 2
@@ -323,7 +332,7 @@ def main(argv) -> int:
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
-           "ops_per_submit": args.ops_per_submit}
+           "ops_per_submit": args.ops_per_submit, "prefill_reps": args.prefill_reps}
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:

@@ -79,6 +79,7 @@ def test_budgets_parse_and_refuse():
             bench.parse_budgets(bad)
     assert bench.main(["--model", "x.gguf", "--budgets", "2"]) == 2
     assert bench.main(["--model", "x.gguf", "--prefill-chunk", "0"]) == 2
+    assert bench.main(["--model", "x.gguf", "--prefill-reps", "0"]) == 2
 
 
 @needs_node
@@ -91,7 +92,7 @@ def test_profile_kinds_drop_layer_and_pool_buffer():
 def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     out, store = tmp_path / "bench.json", tmp_path / "store"
     argv = ["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "16", "--decode", "8",
-            "--stream-mb", "16", "--prefill-chunk", "8", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
+            "--stream-mb", "16", "--prefill-chunk", "8", "--prefill-reps", "3", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
     rc = bench.main(argv)
     printed = capsys.readouterr().out
     assert rc == 0
@@ -101,6 +102,11 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     raw, d = res["raw"], res["derived"]
     assert raw["model"]["arch"] == "qwen3moe" and raw["model"]["n_layer"] == 8
     assert raw["prefill"]["tokens"] == 16 and raw["decode"]["tokens"] == 8
+    # 3 timed prefills from an empty context; tok/s is the mean of theirs (llama-bench's repetitions)
+    pre = raw["prefill"]
+    assert len(pre["reps_ms"]) == len(pre["reps_feed_ms"]) == 3 and "each repetition" in printed
+    assert all(0 < f <= ms for f, ms in zip(pre["reps_feed_ms"], pre["reps_ms"]))
+    assert pre["tok_s"] == pytest.approx(sum(16e3 / ms for ms in pre["reps_ms"]) / 3, rel=1e-3)
     assert raw["decode"]["queued_ahead"] is True  # greedy steps queued one ahead, as generation runs them
     # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8

@@ -3,13 +3,14 @@ as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read band
 
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
-       "prefill_chunk": T | null (the engine's default), "queue_ahead": bool (greedy steps queued one ahead, the
+       "prefill_chunk": T | null (the engine's default), "prefill_reps": R (default 5), "queue_ahead": bool (greedy steps queued one ahead, the
        default; False: each step read back before the next is encoded), "ops_per_submit": N | null (recorded
        operations per queue submit; null: the device's default, 0: one submit per token)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
-warm-up prefill of the same prompt (its time is reported apart, "first_ms"); decode steps N greedy
+warm-up prefill of the same prompt (its time is reported apart, "first_ms"), "prefill_reps" times (default 5, as
+llama-bench's repetitions: the mean of their tok/s; syncs and FFI calls counted over the last); decode steps N greedy
 tokens, timing only Decoder.step (the bench's own argmax over the logits is outside the timed region).
 Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios and prints the table.
 """
@@ -137,17 +138,15 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
         # llama-bench's warm-up run)
         cold_ms = None
         if dec.prefill is not None:
-            t0 = time.perf_counter()
-            dec.feed(ids[:-1])
-            await dec.step(ids[-1])
-            cold_ms = (time.perf_counter() - t0) * 1e3
+            cold_ms = (await timing.time_prefill(dec, ids))[1]["ms"]
             dec.reset()
 
         if not args.get("queue_ahead", True):
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
         with GcClock() as gcc:
-            prefill_ms, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(
-                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()})
+            reps, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(
+                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)))
+        reps_ms = [r["ms"] for r in reps]
 
         # after the timed phases: these replays move the cache and the recurrent state
         want = args.get("profile", True)
@@ -176,7 +175,11 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                       "n_expert_used": cfg.n_expert_used, "n_kv_layers": n_kv, "kv": dec.kv_format},
             "stream": stream,
             "load_ms": round(dec.stats["load_ms"], 1),
-            "prefill": {"tokens": n_prompt, "ms": round(prefill_ms, 3), "tok_s": n_prompt / prefill_ms * 1e3,
+            # as llama-bench: the mean of the repetitions' tok/s (each from an empty context, after the warm-up)
+            "prefill": {"tokens": n_prompt, "ms": round(sum(reps_ms) / len(reps_ms), 3),
+                        "tok_s": sum(n_prompt / ms * 1e3 for ms in reps_ms) / len(reps_ms),
+                        "reps_ms": [round(ms, 3) for ms in reps_ms],
+                        "reps_feed_ms": [round(r["feed_ms"], 3) for r in reps],
                         "chunk": dec.stats.get("prefill_chunk"),
                         "first_ms": None if cold_ms is None else round(cold_ms, 3),
                         "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],

@@ -4,18 +4,34 @@ import time
 from ..engine.scoring import argmax
 
 
-async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
-    """Prefill `ids` (the last one stepped, for its logits), then `n_decode` greedy steps, timing each as greedy
+async def time_prefill(dec, ids):
+    """One prefill of `ids` from an empty context: the first len - 1 fed (no readback), the last stepped for its
+    logits. Returns (logits, {"ms": the whole, "feed_ms": until feed returned, i.e. the CPU's encode + submit of
+    the fed chunks})."""
+    t0 = time.perf_counter()
+    dec.feed(ids[:-1])
+    t1 = time.perf_counter()
+    logits = await dec.step(ids[-1])
+    t2 = time.perf_counter()
+    return logits, {"ms": (t2 - t0) * 1e3, "feed_ms": (t1 - t0) * 1e3}
+
+
+async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1):
+    """Prefill `ids` (the last one stepped, for its logits) `prefill_reps` times, each from an empty context (as
+    llama-bench repeats its prompt), then `n_decode` greedy steps after the last, timing each as greedy
     generation runs them: queued one ahead (Decoder.launch_argmax) where the decoder chains, else
     Decoder.step_argmax where the engine has it (only the token id comes back), else a logits row per step.
 
-    Returns (prefill_ms, step_ms, (before, after_prefill, after_decode)): `snapshot(dec)` taken around each phase,
-    so the caller can count what each phase did (syncs, FFI calls, bytes read)."""
-    s0 = snapshot(dec)
-    t0 = time.perf_counter()
-    dec.feed(ids[:-1])
-    logits = await dec.step(ids[-1])
-    prefill_ms = (time.perf_counter() - t0) * 1e3
+    Returns (prefill_reps: [{"ms", "feed_ms"}, ...], step_ms, (before, after_prefill, after_decode)):
+    `snapshot(dec)` taken around the last prefill and the decode, so the caller can count what each phase did
+    (syncs, FFI calls, bytes read)."""
+    reps = []
+    for r in range(prefill_reps):
+        if r:
+            dec.reset()
+        s0 = snapshot(dec)
+        logits, rep = await time_prefill(dec, ids)
+        reps.append(rep)
     s1 = snapshot(dec)
 
     step_ms = []
@@ -31,7 +47,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
             now = time.perf_counter()
             step_ms.append((now - t) * 1e3)
             t, handle = now, after
-        return prefill_ms, step_ms, (s0, s1, snapshot(dec))
+        return reps, step_ms, (s0, s1, snapshot(dec))
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
     # and their Python argmax stays outside the timed step
     greedy = dec.step_argmax if getattr(dec, "routing", "gpu") == "gpu" else None
@@ -44,7 +60,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot):
             logits = await dec.step(tok)
             step_ms.append((time.perf_counter() - t) * 1e3)
             tok = argmax(logits)  # outside the timed step
-    return prefill_ms, step_ms, (s0, s1, snapshot(dec))
+    return reps, step_ms, (s0, s1, snapshot(dec))
 
 
 async def replay_rate(dec, n: int = 50) -> dict:
