@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is no
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_dense_tile, gemm_k_slices, gemm_token_tile
+from py_engine.gpu.kernels import q8_input_words
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -65,8 +66,13 @@ async def main(args):
                 else:
                     w = matrix(a["name"] + "_w", a["fmt"], a["rows"], a["cols"], a["band_rows"])
                 xq = inp(a["name"] + "_xq") if a["xq"] else None
-                ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
-                        a["accumulate"], k_slices=a["k_slices"], xq=xq)
+                if a["quantise"]:  # X's rows quantised by the chunk first, into a buffer of junk
+                    junk = bytes([0xA5]) * (4 * a["T"] * q8_input_words(a["cols"]))
+                    ck.gemm_quantised(dl, w, inp(a["name"] + "_x"), upload(gpu, junk), y, a["y_stride"],
+                                      a["y_base"], a["accumulate"], label=a["name"])
+                else:
+                    ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
+                            a["accumulate"], k_slices=a["k_slices"], xq=xq)
             else:
                 pool = matrix(a["name"] + "_w", a["fmt"], a["slots"] * a["rows"], a["cols"], a["slots"] * a["rows"])
                 ck.expert_gemm(dl, pool, a["rows"], a["k"], inp(a["name"] + "_x"), y, inp(a["name"] + "_grouped"),
@@ -118,11 +124,13 @@ class Cases:
         return blocks.reshape(rows, cols)
 
     def gemm(self, name, fmt, rows, cols, n, T=None, band_rows=None, x_base=0, x_extra=0, y_base=0, y_extra=0,
-             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random", k_slices=None, xq=False):
+             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random", k_slices=None, xq=False,
+             quantise=False):
         """row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it.
         k_slices: the product split along K into that many slices (gemm.wgsl's z, then gemm_split_sum.wgsl).
         xq: X also given quantised ahead (rmsnorm_q8's layout: the T rows' codes, then their scales), which the
-        int8 tile reads instead of quantising X (gemm_xin_q8.wgsl)."""
+        int8 tile reads instead of quantising X (gemm_xin_q8.wgsl). quantise: through gemm_quantised (X's rows
+        quantised by quantize_rows_q8.wgsl first, then read as xq; the plain gemm in the other modes)."""
         T = T or n
         x_stride, y_stride = cols + x_base + x_extra, rows + y_base + y_extra
         W = self.weights(name + "_w", fmt, row_base + rows + rows_after, cols)[row_base:row_base + rows]
@@ -144,7 +152,7 @@ class Cases:
         self.spec.append(dict(name=name, kernel="gemm", fmt=fmt, rows=rows, cols=cols, n=n, T=T,
                               band_rows=band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
                               y_base=y_base, accumulate=accumulate, row_base=row_base, rows_after=rows_after,
-                              act=act, k_slices=k_slices, xq=xq))
+                              act=act, k_slices=k_slices, xq=xq, quantise=quantise))
 
     def x_rows(self, shape, kind):
         """Activation rows: "random", "mixed" (a zero block, blocks with an f16-subnormal or a large scale, a
@@ -231,6 +239,11 @@ def tile_run(tmp_path_factory):
         c.gemm(f"g_{tag}_xq", fmt, 300, 2048, 37, T=64, xq=True, y_base=7, y_extra=3, **kw)
         c.gemm(f"g_{tag}_xq_split", fmt, 129, 96, 20, T=32, k_slices=2, accumulate=True, xq=True, kind="mixed",
                **kw)
+        # X quantised by the chunk itself first (an output product's input): a short chunk of K 64 blocks (more
+        # than one workgroup of blocks per row in quantize_rows_q8.wgsl), edge values accumulating
+        c.gemm(f"g_{tag}_quantise", fmt, 300, 2560, 37, T=64, y_base=7, y_extra=3, quantise=True, **kw)
+        c.gemm(f"g_{tag}_quantise_mixed", fmt, 129, 96, 20, T=32, accumulate=True, kind="mixed", quantise=True,
+               **kw)
         # routed experts: average picks per expert pick the 16-, 32- and 64-token tile; counts around each
         c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
         c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
@@ -257,6 +270,7 @@ def _cases(prefix):
         names += [f"g_{tag}_r{r}_t{n}_k2048" for r, n in ((129, 65), (300, 1), (1, 63))]
         names += [f"g_{tag}_short", f"g_{tag}_acc", f"g_{tag}_t16", f"g_{tag}_view_mid", f"g_{tag}_view_tail"]
         names += [f"g_{tag}_split3", f"g_{tag}_split_view", f"g_{tag}_split_all", f"g_{tag}_xq", f"g_{tag}_xq_split"]
+        names += [f"g_{tag}_quantise", f"g_{tag}_quantise_mixed"]
         names += [f"e_{tag}_t16", f"e_{tag}_t32", f"e_{tag}_t64", f"e_{tag}_few", f"e_{tag}_few_k96"]
     return [n for n in names if n.startswith(prefix)]
 

@@ -18,11 +18,13 @@ import struct
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, storage_buffer, write_buffer
 from ..gpu.chunk_kernels import ChunkKernels
 from ..gpu.commands import DispatchList, helper
-from ..models.chunk_plan import record_chunk
+from ..gpu.kernels import q8_input_words
+from ..models.chunk_plan import quantised_row_cols, record_chunk
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
-# mixer inputs (xq stays: in Q8_0-activation mode the chunk's norms write their rows quantised there)
+# mixer inputs (xq stays: in Q8_0-activation mode the chunk's norms write their rows quantised there, and the
+# output products' inputs, wider: chunk_plan.quantised_row_cols)
 SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
 
 
@@ -31,8 +33,8 @@ def chunk_buffer_sizes(model, T: int) -> list:
     layers, of the q/k scales per key head: gdn_qk_scales.wgsl), the token ids, the grouped picks (counts | offsets |
     picks) and the per-expert mask."""
     c = model.cfg
-    per_token = [(name, n) for name, n in model.work_buffers()
-                 if not name.startswith(STATE_BUFFERS) and name not in SKIP]
+    per_token = [(name, q8_input_words(quantised_row_cols(c)) if name == "xq" else n)
+                 for name, n in model.work_buffers() if not name.startswith(STATE_BUFFERS) and name not in SKIP]
     if any(getattr(c, "recurrent", ())):
         per_token.append(("gdn_qk", 4 * c.ssm_n_group))
     sizes = [(name, T * n) for name, n in per_token]

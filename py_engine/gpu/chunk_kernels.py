@@ -60,9 +60,18 @@ def gemm_k_slices(tokens: int, rows: int, nb: int, tt: int, cpu_adapter: bool = 
     return -(-nb // kb_per)
 
 
+def _suffixed(label: str, suffix: str) -> str:
+    """('beta-3', '_sum') -> 'beta_sum-3': a GEMM's helper dispatch (its split's slice sums, its input's
+    quantisation), profiled as its own kind across the layers."""
+    return re.sub(r"(-\d+)?$", lambda m: suffix + m.group(0), label, count=1)
+
+
 def _sum_label(label: str) -> str:
-    """'beta-3' -> 'beta_sum-3': the slice sums of a split GEMM, profiled as their own kind across the layers."""
-    return re.sub(r"(-\d+)?$", lambda m: "_sum" + m.group(0), label, count=1)
+    return _suffixed(label, "_sum")
+
+
+def _xq_label(label: str) -> str:
+    return _suffixed(label, "_xq")
 
 
 class ChunkKernels:
@@ -132,6 +141,20 @@ class ChunkKernels:
             self._rec(dl, "gemm_split_sum.wgsl", {}, {0: params, 1: self.chunk, 2: part, 3: y},
                       ((n + 255) // 256, self.T), _sum_label(label or w.name))
         self.flops += 2 * w.rows * w.cols * self.T
+
+    def gemm_quantised(self, dl, w: GpuMatrix, x, xq, y, y_stride, y_base=0, accumulate=False, label=""):
+        """The GEMM of f32 rows that no norm quantised (X of w.cols per row from 0): in the int8 mode X's rows are
+        quantised once into xq (quantize_rows_q8.wgsl, the codes the tile's own staging gives) and the tile copies
+        them, where each of its row workgroups quantised X again; else the plain gemm. xq holds T rows of w.cols
+        (chunk_plan.quantised_row_cols)."""
+        if xq is None or w.fmt != "q8" or xfmt(self.kern, w.fmt) != "q8":
+            self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label)
+            return
+        nb = w.cols // 32
+        params = self.kern._params("4I", w.cols, 0, w.cols // 4, 8 * self.T * nb, label=label)
+        self._rec(dl, "quantize_rows_q8.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: xq},
+                  ((nb + 63) // 64, self.T), _xq_label(label or w.name))
+        self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label, xq=xq)
 
     def few_picks(self, pool, k, n_exp) -> bool:
         """Whether the routed GEMM over `pool` takes the few-picks kernels (Q8_0 weights in Q8_0-activation mode, at

@@ -9,10 +9,23 @@ dispatch = where the CPU reads the routed ids back, index after its expert produ
 In Q8_0-activation mode a GEMM over Q8_0 weights quantises its f32 input rows per 32-block while staging them
 (shaders/gemm_tile_q8.wgsl), as the decode's int8 products and llama.cpp quantise them; F32 weights read the f32
 rows; in that mode the chunk's norms also write their rows quantised (rmsnorm xq: the same codes), which the int8
-GEMMs after them read as they are, and with few picks per expert the fused routed gate/up writes the down product's
-input quantised too. F32 products (the router) read the f32 rows.
+GEMMs after them read as they are, the output products' inputs (attention, DeltaNet, shared expert down) are
+quantised once into the same buffer before their GEMM (ChunkKernels.gemm_quantised: each reader of the norm's rows
+has run by then), and with few picks per expert the fused routed gate/up writes the down product's input quantised
+too. F32 products (the router) read the f32 rows.
 """
 from ..gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
+
+
+def quantised_row_cols(cfg) -> int:
+    """Values per row of the widest rows the chunk quantises into its xq buffer: the norms' (n_embd) and the
+    inputs of the output products (gemm_quantised)."""
+    cols = [cfg.n_embd, cfg.n_head * cfg.head_dim]
+    if any(getattr(cfg, "recurrent", ())):
+        cols.append(cfg.ssm_d_inner)
+    if getattr(cfg, "n_ff_shexp", 0):
+        cols.append(cfg.n_ff_shexp)
+    return max(cols)
 
 
 def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated, xq=None):
@@ -35,7 +48,7 @@ def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated, xq=None):
                  label=f"kqv_out-{i}")
     if gated:
         attn_output_gate(kern, dl, b["qg"], b["attn"], nh * ck.T, hd, label=f"attn_gated-{i}")
-    ck.gemm(dl, w["attn_output"], b["attn"], b["h"], nh * hd, e, accumulate=True, label=f"attn_out-{i}")
+    ck.gemm_quantised(dl, w["attn_output"], b["attn"], xq, b["h"], e, accumulate=True, label=f"attn_out-{i}")
 
 
 def _delta_net(ck, dl, b, w, cfg, window, state, i, xq=None):
@@ -55,8 +68,8 @@ def _delta_net(ck, dl, b, w, cfg, window, state, i, xq=None):
     # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
     gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"], nv * ck.T, dv,
                    cfg.rms_eps, label=f"final_output-{i}")
-    ck.gemm(dl, w["ssm_out"], b["delta_normed"], b["h"], cfg.ssm_d_inner, e, accumulate=True,
-            label=f"linear_attn_out-{i}")
+    ck.gemm_quantised(dl, w["ssm_out"], b["delta_normed"], xq, b["h"], e, accumulate=True,
+                      label=f"linear_attn_out-{i}")
 
 
 def _moe_route(ck, dl, b, w, cfg, i, xq=None):
@@ -105,7 +118,7 @@ def _shared_expert(ck, dl, b, w, cfg, i, xq=None):
     ck.gemm(dl, gate, b["xn"], b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}", xq=xq)
     ck.gemm(dl, up, b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}", xq=xq)
     ck.kern.silu_mul(dl, b["shexp_gate"], b["shexp_up"], b["shexp_act"], ck.T * fs, label=f"ffn_shexp_swiglu-{i}")
-    ck.gemm(dl, down, b["shexp_act"], b["shexp_out"], fs, e, label=f"ffn_shexp-{i}")
+    ck.gemm_quantised(dl, down, b["shexp_act"], xq, b["shexp_out"], e, label=f"ffn_shexp-{i}")
     params = ck.kern._params("4I", e, 0, 0, 0, label=f"ffn_shexp_gated-{i}")
     ck._rec(dl, "shared_expert_gate.wgsl", {},
             {0: params, 1: b["xn"], 2: w["ffn_gate_inp_shexp"], 3: b["shexp_out"], 4: b["h"]}, (ck.T, 1),
