@@ -26,10 +26,10 @@ MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig,
 GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels dequantise (gpu_weights.py)
 
 
-# prompt tokens per batched prefill chunk on a GPU (prefill.py): on the H200 the 8-layer real-dimension file
-# prefills 512 tokens at 2,712 tok/s in chunks of 64, 6,660 in chunks of 256, 4,037 in chunks of 512
-# (docs/benchmarks.md); ~0.4 MB of GPU work buffers per chunk token at those dimensions
-DEFAULT_PREFILL_CHUNK = 256
+# prompt tokens per batched prefill chunk on a GPU (prefill.py): on the H200 the 8-layer real-dimension file's
+# kernels take 26.2 ms per 512-token chunk against 16.7 per 256-token one (13.1 per 256 tokens: the GEMMs get twice
+# the token tiles; docs/benchmarks.md, ninth round); ~0.4 MB of GPU work buffers per chunk token at those dimensions
+DEFAULT_PREFILL_CHUNK = 512
 # A CPU adapter (SwiftShader, lavapipe) pays for every launched workgroup, the idle rows of a short prompt's chunk
 # included: 64 there (lavapipe, a 40-token prompt: 130 tok/s in chunks of 64, 74 in chunks of 256).
 CPU_PREFILL_CHUNK = 64
