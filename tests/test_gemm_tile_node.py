@@ -25,7 +25,7 @@ from diskformer.reference.layers import fake_quantize_q8_0
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
-from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_dense_tile, gemm_k_slices, gemm_token_tile
+from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_k_slices, gemm_token_tile
 from py_engine.gpu.kernels import q8_input_words
 
 async def main(args):
@@ -88,13 +88,11 @@ async def main(args):
         refused = ""
     except ValueError as e:
         refused = str(e)
-    dense = [[t, r, c, gemm_dense_tile(t, r, c)] for t in args["tile_tokens"] for r in (32, 256, 2048, 8192, 248320)
-             for c in (False, True)]
-    slices = {f"{t} {r} {nb} {c}": gemm_k_slices(t, r, nb, gemm_dense_tile(t, r, c), c)
-              for t, r, nb in ((256, 256, 64), (256, 32, 64), (256, 512, 64), (256, 8192, 64), (256, 2048, 16),
-                               (64, 256, 64), (256, 256, 1)) for c in (False, True)}
+    slices = {f"{t} {r} {nb} {c}": gemm_k_slices(t, r, nb, gemm_token_tile(t), c)
+              for t, r, nb in ((512, 256, 64), (512, 32, 64), (512, 512, 64), (512, 2048, 16), (512, 4096, 128),
+                               (512, 2048, 128), (256, 8192, 64), (64, 256, 64), (512, 256, 1)) for c in (False, True)}
     return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]], "refused": refused,
-            "dense_tiles": dense, "k_slices": slices}
+            "k_slices": slices}
 '''
 
 TILE_TOKENS = [1, 16, 17, 32, 33, 64, 65, 512]
@@ -306,32 +304,16 @@ def test_row_view_refused_where_rows_cannot_be_offset(tile_run):
     assert "embed_rows cannot read a row view" in tile_run[2]["refused"]
 
 
-GEMM_ROWS, GEMM_MIN_GROUPS, TILES = 128, 264, (16, 32, 64)  # py_engine.gpu.chunk_kernels (imports js on the host)
-
-
-def test_dense_tile_narrows_until_a_gpu_is_filled(tile_run):
-    """Small dense products (router, beta/alpha, shared expert) take narrower token tiles on a GPU until the dispatch
-    has GEMM_MIN_GROUPS workgroups or the tile is the narrowest; large ones and CPU adapters keep the tile that
-    covers the chunk."""
-    tiles = dict(zip(TILE_TOKENS, tile_run[2]["tiles"]))
-    for tokens, rows, cpu, tt in tile_run[2]["dense_tiles"]:
-        cover = tiles[tokens]
-        if cpu:
-            assert tt == cover
-            continue
-        groups = lambda t: -(-rows // GEMM_ROWS) * -(-tokens // t)  # noqa: E731
-        assert tt <= cover and (tt == cover or groups(TILES[TILES.index(tt) + 1]) < GEMM_MIN_GROUPS)
-        assert tt == TILES[0] or groups(tt) >= GEMM_MIN_GROUPS
-    got = {(t, r): tt for t, r, c, tt in tile_run[2]["dense_tiles"] if not c}
-    assert got[(512, 8192)] == 64 and got[(512, 248320)] == 64
-    assert got[(512, 2048)] == 16 and got[(64, 256)] == 16 and got[(64, 32)] == 16  # 16 row tiles: 64 -> 32 -> 16
 
 
 def test_small_products_split_along_k_on_a_gpu(tile_run):
-    """Products of fewer tiles than one per SM (router 256 rows, beta/alpha 32, shared expert 512) are split along
-    K until ~GEMM_MIN_GROUPS workgroups; large ones, one-block ones and every product on a CPU adapter are not."""
+    """Dense products keep the token tile that covers the chunk; those of fewer tiles than 90 % of GEMM_MIN_GROUPS
+    (2 per SM of a 132-SM GPU) are split along K toward GEMM_MIN_GROUPS workgroups: at 512 tokens the router (256
+    rows), beta/alpha (32), the shared expert's gate/up (512) and down (2048 rows, K 512), the output products (2048
+    rows); not z (4096 rows: 256 tiles), a one-block K or any product on a CPU adapter."""
     got = tile_run[2]["k_slices"]
-    assert got["256 256 64 False"] == 8 and got["256 32 64 False"] == 16 and got["256 512 64 False"] == 5
-    assert got["256 8192 64 False"] == 1 and got["256 2048 16 False"] == 1 and got["256 256 1 False"] == 1
-    assert got["64 256 64 False"] == 32  # 8 tiles: slices of 2 blocks
+    assert got["512 256 64 False"] == 16 and got["512 32 64 False"] == 32 and got["512 512 64 False"] == 8
+    assert got["512 2048 16 False"] == 3
+    assert got["512 2048 128 False"] == 3 and got["512 4096 128 False"] == 1 and got["256 8192 64 False"] == 1
+    assert got["64 256 64 False"] == 64 and got["512 256 1 False"] == 1  # 2 tiles: slices of 1 block
     assert all(v == 1 for k, v in got.items() if k.endswith("True"))

@@ -29,32 +29,21 @@ def gemm_token_tile(tokens: int) -> int:
     return GEMM_TOKEN_TILES[-1]
 
 
-# A dense GEMM launching fewer workgroups than this (2 per SM of a 132-SM GPU) takes narrower token tiles: the
-# router (256 rows), beta/alpha (32) and shared-expert (512) products otherwise run on 1-4 workgroups of 128 rows,
-# each multiplying its rows into all of the chunk's tokens alone.
+# A dense GEMM of fewer row x token tiles than 90 % of this (2 workgroups per SM of a 132-SM GPU) is split along K
+# toward it (gemm_k_slices) and keeps the token tile that covers the chunk: on the H200 (a 512-token chunk) the
+# 2048-row output products took 2.0x less time split in 3 at 64-token tiles than at the 16-token tiles they were
+# narrowed to before, the 4096-row z (256 tiles, not split) 1.7x less than at 32-token tiles (docs/benchmarks.md,
+# ninth round).
 GEMM_MIN_GROUPS = 264
 
 
-def gemm_dense_tile(tokens: int, rows: int, cpu_adapter: bool = False) -> int:
-    """The token tile of a dense GEMM of `rows` weight rows over `tokens` chunk rows: gemm_token_tile, narrowed
-    while the dispatch would leave a GPU's cores idle (not on a CPU adapter, where every extra workgroup costs time
-    and reread weights are not cached for free)."""
-    tt = gemm_token_tile(tokens)
-    if cpu_adapter:
-        return tt
-    row_tiles = -(-rows // GEMM_ROWS)
-    while tt > GEMM_TOKEN_TILES[0] and row_tiles * -(-tokens // tt) < GEMM_MIN_GROUPS:
-        tt = GEMM_TOKEN_TILES[GEMM_TOKEN_TILES.index(tt) - 1]
-    return tt
-
-
 def gemm_k_slices(tokens: int, rows: int, nb: int, tt: int, cpu_adapter: bool = False) -> int:
-    """K slices of a dense GEMM (gemm.wgsl's workgroups z): a product of fewer row x token tiles than one per SM of
-    a 132-SM GPU is split along K until it has about GEMM_MIN_GROUPS workgroups (the router's 32 tiles -> 8 slices
-    of 8 blocks), each slice summing fewer blocks in turn; gemm_split_sum.wgsl then adds the slices. None on a CPU
-    adapter (there every workgroup costs time)."""
+    """K slices of a dense GEMM (gemm.wgsl's workgroups z): a product of fewer row x token tiles than 90 % of
+    GEMM_MIN_GROUPS is split along K toward GEMM_MIN_GROUPS workgroups (the router's 16 tiles at 512 tokens -> 16
+    slices of 4 blocks), each slice summing fewer blocks in turn; gemm_split_sum.wgsl then adds the slices. None on a
+    CPU adapter (there every workgroup costs time)."""
     tiles = -(-rows // GEMM_ROWS) * -(-tokens // tt)
-    if cpu_adapter or tiles * 2 > GEMM_MIN_GROUPS or nb < 2:
+    if cpu_adapter or tiles * 10 >= GEMM_MIN_GROUPS * 9 or nb < 2:
         return 1
     kb_per = -(-nb // min(nb, -(-GEMM_MIN_GROUPS // tiles)))
     return -(-nb // kb_per)
@@ -120,7 +109,7 @@ class ChunkKernels:
                 raise ValueError(f"{label or w.name}: quantised rows are read whole (x_base 0, x_stride {w.cols})")
             x, x_base, consts["XIN"] = xq, 8 * self.T * nb, "q8"  # the scales follow the T rows' codes
         for row0, n, bufs in w.bands:
-            tt = gemm_dense_tile(self.T, n, cpu)
+            tt = gemm_token_tile(self.T)
             ks = min(k_slices, nb) if k_slices else gemm_k_slices(self.T, n, nb, tt, cpu)
             kb_per = -(-nb // ks)
             ks = -(-nb // kb_per)
