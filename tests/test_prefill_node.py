@@ -100,6 +100,9 @@ def test_chunked_prefill_gives_token_by_token_logits(prefill_runs, refs_dir, ste
     stats = jobs[(stem, "c16")]["stats"]
     assert stats["prefill_chunk"] == 16 and stats["prefill_flops_per_token"] > 0
     assert jobs[(stem, "t1")]["stats"]["prefill_chunk"] == 1
+    # every expert resident, chunked: each prompt whole through the chunks, its last row through the output head
+    # alone; token by token and the store engine step the last token
+    assert stats["whole_prompts"] == len(PROMPTS) + 1 and jobs[(stem, "t1")]["stats"]["whole_prompts"] == 0
 
 
 @pytest.mark.parametrize("stem,kv", GGUF + STORES)

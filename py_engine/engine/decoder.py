@@ -56,8 +56,9 @@ class Decoder:
         self.prefill = None  # prefill.Prefill: prompts fed in chunks of prefill.T tokens (None: token by token)
         # syncs: awaited GPU->CPU readbacks; ffi_calls: crossings from Python into JS on the token path (method
         # calls and property reads; the JS helper's own WebGPU calls are not crossings). Read by `diskformer bench`.
+        # whole_prompts: prompts whose last token went through the chunks too (only the output head after them)
         self.stats = {"load_ms": 0.0, "tokens": 0, "step_ms_total": 0.0, "weights_bytes": 0, "dispatches": 0,
-                      "syncs": 0, "ffi_calls": 0}
+                      "syncs": 0, "ffi_calls": 0, "whole_prompts": 0}
 
     @classmethod
     async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
@@ -179,21 +180,26 @@ class Decoder:
             raise ValueError("launch_argmax(None) needs a previous step whose argmax it feeds")
         if self.pos >= self.cache.n_ctx:
             raise ContextFull(f"position {self.pos} is past the context ({self.cache.n_ctx} positions)")
+        return self._launch(token, self.dl.ops)
+
+    def _launch(self, token, ops, advance=True):
+        """launch_argmax's queueing of `ops` (the token's list, or with advance False the output head over a token
+        the chunks fed: Prefill.head)."""
         if len(self._in_flight) >= 2:
             raise RuntimeError("two greedy steps are in flight: collect_argmax the older one first")
         t0 = time.perf_counter()
         ring = 1 if 0 in self._in_flight else 0  # the staging buffer no uncollected step maps
         argmax = self.acts["argmax"]
-        promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, self.pos,
-                                                                 self.pos + 1, 0],
-                                self.dl.ops, argmax, 0, self.argmax_stagings[ring], 8,
-                                None if token is not None else argmax)
+        pos = self.pos if advance else self.pos - 1
+        promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, pos, pos + 1, 0],
+                                ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax)
         self._in_flight.append(ring)
         self.stats["ffi_calls"] += 2  # .step + call
-        self.pos += 1
-        self.stats["tokens"] += 1
+        if advance:
+            self.pos += 1
+            self.stats["tokens"] += 1
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        return (promise, ring, self.pos - 1)
+        return (promise, ring, pos)
 
     async def collect_argmax(self, handle) -> tuple:
         """(id, logit) of a launched step (launch_argmax), awaited; steps are collected in launch order."""
@@ -211,20 +217,64 @@ class Decoder:
         check_errors(self.gpu, f"token at position {pos}")
         return struct.unpack("<If", data)
 
-    async def _step_read(self, token: int, out, staging, nbytes: int) -> bytes:
-        """One token through the recorded list, then the first nbytes of `out` read back (one sync)."""
-        self._check_tokens([token])
+    async def _step_read(self, token: int, out, staging, nbytes: int, head: bool = False) -> bytes:
+        """One token through the recorded list, then the first nbytes of `out` read back (one sync). head: the
+        token at pos - 1 was fed through the chunks already; only the output head runs (Prefill.head)."""
+        if not head:
+            self._check_tokens([token])
         t0 = time.perf_counter()
-        data = await helper().step(self.gpu.device, self.step_buf, [token, self.pos, self.pos + 1, 0], self.dl.ops,
-                                   out, 0, staging, nbytes)
+        pos = self.pos - 1 if head else self.pos
+        data = await helper().step(self.gpu.device, self.step_buf, [token, pos, pos + 1, 0],
+                                   self.prefill.head.ops if head else self.dl.ops, out, 0, staging, nbytes)
         data = data.to_bytes()
         self.stats["syncs"] += 1
         self.stats["ffi_calls"] += 5  # .step + call, .to_bytes + call, check_errors' errs.length
-        self.pos += 1
-        self.stats["tokens"] += 1
+        if not head:
+            self.pos += 1
+            self.stats["tokens"] += 1
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        check_errors(self.gpu, f"token at position {self.pos - 1}")
+        check_errors(self.gpu, f"token at position {pos}")
         return data
+
+    # --- a prompt: feed(ids[:-1]) then a step of ids[-1], or the whole prompt through the chunks -----------------
+    whole_prompts = True  # a decoder whose feed needs the CPU between layers (StoreDecoder) says False
+
+    def _feed_prompt(self, ids) -> bool:
+        """Feeds the prompt but what the step after it runs: with a batched prefill every token, the last one's
+        logits then coming from the chunk's last row through the output head alone (True); else all but the last
+        (False)."""
+        ids = [int(t) for t in ids]
+        if not ids:
+            raise ValueError("a prompt needs at least one token")
+        if self.whole_prompts and self.prefill is not None and len(ids) > 1:
+            self.feed(ids)
+            self.stats["whole_prompts"] += 1
+            return True
+        self.feed(ids[:-1])
+        return False
+
+    async def step_prompt(self, ids) -> array.array:
+        """The prompt fed; returns its last token's logits (as feed(ids[:-1]) then step(ids[-1]))."""
+        if not self._feed_prompt(ids):
+            return await self.step(ids[-1])
+        logits = array.array("f")
+        logits.frombytes(await self._step_read(ids[-1], self.acts["logits"], self.staging, 4 * self.n_vocab, True))
+        return logits
+
+    async def step_prompt_argmax(self, ids) -> tuple:
+        """The prompt fed; returns (id, logit) of its last token's largest logit (as step_argmax)."""
+        if not self._feed_prompt(ids):
+            return await self.step_argmax(ids[-1])
+        return struct.unpack("<If", await self._step_read(ids[-1], self.acts["argmax"], self.argmax_staging, 8, True))
+
+    def launch_prompt_argmax(self, ids):
+        """The prompt fed, its last token's greedy step queued (as launch_argmax(ids[-1])); a handle for
+        collect_argmax."""
+        if len(self._in_flight) >= 2:  # refused before anything is fed
+            raise RuntimeError("two greedy steps are in flight: collect_argmax the older one first")
+        if not self._feed_prompt(ids):
+            return self.launch_argmax(ids[-1])
+        return self._launch(0, self.prefill.head.ops, advance=False)
 
     def release(self):
         if self.prefill is not None:

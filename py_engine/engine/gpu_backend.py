@@ -80,14 +80,14 @@ class GpuBackend:
             self._drop(handle)
         if start_pos != self.decoder.pos:
             raise ValueError(f"prefill at position {start_pos}, but the GPU state holds {self.decoder.pos} tokens")
-        self.decoder.feed(ids[:-1])
-        greedy = getattr(self.decoder, "step_argmax", None)
-        if self._k == 1 and queue and getattr(self.decoder, "chains", False):
-            self._best = await self._collect_and_queue(self.decoder.launch_argmax(ids[-1]))
-        elif self._k == 1 and greedy is not None:
-            self._best = await greedy(ids[-1])
+        # the prompt (or one decode token) fed, its last token's result read: the greedy id or the logits row
+        dec = self.decoder
+        if self._k == 1 and queue and dec.chains:
+            self._best = await self._collect_and_queue(dec.launch_prompt_argmax(ids))
+        elif self._k == 1:
+            self._best = await dec.step_prompt_argmax(ids)
         else:
-            self._logits = await self.decoder.step(ids[-1])
+            self._logits = await dec.step_prompt(ids)
 
     async def _collect_and_queue(self, handle) -> tuple:
         """Queue the step fed with `handle`'s argmax (while there is context left), then read `handle` back."""

@@ -40,8 +40,7 @@ async def run_sequence(dec: Decoder, ids, teacher_force=None, n=None, top=5, log
         raise ValueError("give either teacher_force or n, not both")
     dec.reset()
     t0 = time.perf_counter()
-    dec.feed(ids[:-1])
-    rows = [await dec.step(ids[-1])]  # waits for the whole prompt
+    rows = [await dec.step_prompt(ids)]  # waits for the whole prompt
     prefill_ms = (time.perf_counter() - t0) * 1e3
     t1 = time.perf_counter()
     syncs0, ffi0 = dec.stats["syncs"], dec.stats["ffi_calls"]  # the engine's counters, for per-decoded-token figures

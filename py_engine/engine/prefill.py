@@ -20,6 +20,7 @@ from ..gpu.chunk_kernels import ChunkKernels
 from ..gpu.commands import DispatchList, helper
 from ..gpu.kernels import q8_input_words
 from ..models.chunk_plan import quantised_row_cols, record_chunk
+from ..models.common import record_output
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
@@ -69,6 +70,11 @@ class Prefill:
         self.dl = DispatchList()
         pool = getattr(dec, "pool", None)
         self.cuts = record_chunk(self.ck, self.dl, model, self.bufs, dec.acts, dec.cache, dec.slot_map, pool)
+        # a prompt fed whole (its last token in the chunks too): the last row's hidden state through the output
+        # head, where the per-token list would run the last token through every layer again
+        self.head = DispatchList()
+        self.ck.last_row(self.head, self.bufs["h"], dec.acts["h"], model.cfg.n_embd)
+        record_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
         self.flops_per_token = self.ck.flops // T
         self.nbytes = chunk_bytes(model, T)
         return self

@@ -83,6 +83,7 @@ class StoreDecoder(Decoder):
     pool = None
     plan = None
     chains = False  # a token may stop at a layer whose experts are not resident: no step queued behind it
+    whole_prompts = False  # the prompt's last token takes step (its layers may page experts in)
 
     @classmethod
     async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,

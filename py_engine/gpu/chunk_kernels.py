@@ -145,6 +145,11 @@ class ChunkKernels:
                   ((nb + 63) // 64, self.T), _xq_label(label or w.name))
         self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label, xq=xq)
 
+    def last_row(self, dl, x, y, n, label="chunk_last_row"):
+        """y[0:n] = the chunk's last row in use of x (rows of n values; chunk_last_row.wgsl)."""
+        params = self.kern._params("4I", n, 0, 0, 0, label=label)
+        self._rec(dl, "chunk_last_row.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: y}, ((n + 255) // 256, 1), label)
+
     def few_picks(self, pool, k, n_exp) -> bool:
         """Whether the routed GEMM over `pool` takes the few-picks kernels (Q8_0 weights in Q8_0-activation mode, at
         most FEW_PICKS picks per expert on average): each weight block loaded once into registers for all of an
