@@ -209,6 +209,8 @@ def table(raw: dict, d: dict) -> str:
         *([f"{'  each repetition, ms':34}{' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_ms'])}"
            f" (of which encode + submit {' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_feed_ms'])})"]
           if raw["prefill"].get("reps_ms") else []),
+        *([f"{'  warm-up prompts, ms':34}{' '.join(f'{ms:.1f}' for ms in raw['prefill']['warmup_ms'])}"]
+          if raw["prefill"].get("warmup_ms") else []),
         *([f"{'  first prompt after load':34}{raw['prefill']['tokens'] / raw['prefill']['first_ms'] * 1e3:>16,.1f}"]
           if raw["prefill"].get("first_ms") else []),
         f"{'llama.cpp H200, experts on CPU*':34}{'':>16}{'prefill ' + _num(cpu['prefill_tok_s'], 0):>18}",

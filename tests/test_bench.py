@@ -137,6 +137,9 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         assert "prefill chunk of 8 tokens" in printed
     assert raw["prefill"]["chunk"] == 8
     assert raw["prefill"]["first_ms"] > 0 and "first prompt after load" in printed  # the warm-up prefill, apart
+    warm = raw["prefill"]["warmup_ms"]  # then until two in a row agree within 10 % (at least 3, at most 8)
+    assert warm[0] == raw["prefill"]["first_ms"] and 3 <= len(warm) <= 8 and "warm-up prompts" in printed
+    assert len(warm) == 8 or abs(warm[-1] - warm[-2]) <= 0.1 * warm[-2]
     # the collector's share of each timed phase, so that a stall can be told from the GPU's time
     for phase in ("prefill", "decode"):
         g = raw[phase]["gc"]
