@@ -132,7 +132,8 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         pre = raw["prefill_profile"]  # one 8-token chunk of the 16-token prompt, re-run at position 8
         assert pre["available"] and pre["tokens"] == 8 and pre["pos0"] == 8 and pre["busy_us"] > 0
         # 2 picks per expert on average: the fused routed gate/up (a device binding 9 storage buffers: lavapipe's 16)
-        assert {"ffn_moe_gate_up", "ffn_moe_down", "Qcur"} <= {k["kind"] for k in pre["kinds"]}
+        # k and v neighbours in the attention's stacked input weights: one GEMM (ChunkKernels' joined row views)
+        assert {"ffn_moe_gate_up", "ffn_moe_down", "Qcur", "KVcur"} <= {k["kind"] for k in pre["kinds"]}
         assert not any(k["kind"][-1].isdigit() for k in pre["kinds"]), [k["kind"] for k in pre["kinds"]]
         assert "prefill chunk of 8 tokens" in printed
     assert raw["prefill"]["chunk"] == 8

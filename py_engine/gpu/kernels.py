@@ -38,6 +38,15 @@ class GpuMatrix:
                              f"{len(self.bands)} bands")
         return GpuMatrix(name, self.fmt, rows, self.cols, [(0, rows, self.bands[0][2])], self.row_base + row0)
 
+    def joined(self, other: "GpuMatrix", name: str):
+        """One view over this row view and `other` right after it in the same stacked buffers (their products then
+        one GEMM writing both outputs side by side), or None where they are not such neighbours."""
+        if (len(self.bands) == len(other.bands) == 1 and self.bands[0][2] is other.bands[0][2]
+                and (self.fmt, self.cols) == (other.fmt, other.cols) and other.row_base == self.row_base + self.rows):
+            rows = self.rows + other.rows
+            return GpuMatrix(name, self.fmt, rows, self.cols, [(0, rows, self.bands[0][2])], self.row_base)
+        return None
+
     def require_whole(self, what: str) -> None:
         """Refuse a row view that does not start at row 0 of its buffers where `what` cannot offset the rows."""
         if self.row_base:
