@@ -22,13 +22,21 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     atomicAdd(&cnt[min(route_ids[i], 255u)], 1u);
   }
   workgroupBarrier();
-  if (t == 0u) {
-    var run = 0u;
-    for (var e = 0u; e < p.n_exp; e++) {
-      off[e] = run;
-      run += atomicLoad(&cnt[e]);
+  // offsets: an exclusive prefix sum of the counts, in 8 parallel steps (one lane walking 256 counts was most of
+  // this dispatch at 4096 picks)
+  let c = select(0u, atomicLoad(&cnt[t]), t < p.n_exp);
+  off[t] = c;
+  workgroupBarrier();
+  for (var d = 1u; d < 256u; d <<= 1u) {
+    var add = 0u;
+    if (t >= d) {
+      add = off[t - d];
     }
+    workgroupBarrier();
+    off[t] += add;
+    workgroupBarrier();
   }
+  off[t] -= c;  // inclusive -> exclusive
   workgroupBarrier();
   if (t < p.n_exp) {
     out[t] = atomicLoad(&cnt[t]);
