@@ -26,8 +26,8 @@ async def time_prefill(dec, ids):
 
 
 async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1):
-    """Prefill `ids` (the last one stepped, for its logits) `prefill_reps` times, each from an empty context (as
-    llama-bench repeats its prompt), then `n_decode` greedy steps after the last, timing each as greedy
+    """Prefill `ids` (time_prefill) `prefill_reps` times, each from an empty context (as llama-bench repeats its
+    prompt), then `n_decode` greedy steps after the last, timing each as greedy
     generation runs them: queued one ahead (Decoder.launch_argmax) where the decoder chains, else
     Decoder.step_argmax where the engine has it (only the token id comes back), else a logits row per step.
 

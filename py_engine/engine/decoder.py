@@ -1,7 +1,9 @@
 """The decode loop: load a model onto the GPU, record one token's dispatches once, replay them per token.
 
 Per token: one call into JS (write the step uniform, replay the recorded list, copy the logits to a staging
-buffer, map it) and one await. Prefill feeds the prompt through the same step, one token at a time.
+buffer, map it) and one await. A prompt goes through the batched prefill's chunks where one is attached
+(prefill.py; with every expert resident its last token too, then only the output head: step_prompt), else through
+the same step one token at a time.
 """
 import array
 import struct

@@ -28,6 +28,17 @@ def quantised_row_cols(cfg) -> int:
     return max(cols)
 
 
+def _neighbour_gemms(ck, dl, w1, w2, x, y, x_stride, y_stride, label1, label2, joined_label, xq):
+    """Y's rows W1·X then W2·X side by side (W2's outputs from w1.rows): one GEMM where the two are neighbours in
+    a stacked input matrix (GpuMatrix.joined: one dispatch and one slice sum fewer), else one each."""
+    both = w1.joined(w2, f"{w1.name}+{w2.name}")
+    if both is not None:
+        ck.gemm(dl, both, x, y, x_stride, y_stride, label=joined_label, xq=xq)
+        return
+    ck.gemm(dl, w1, x, y, x_stride, y_stride, label=label1, xq=xq)
+    ck.gemm(dl, w2, x, y, x_stride, y_stride, y_base=w1.rows, label=label2, xq=xq)
+
+
 def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated, xq=None):
     """Causal GQA attention of the chunk's rows (q/k norm + RoPE, K/V appended first); h += attn_output(...)."""
     kern = ck.kern
@@ -37,12 +48,8 @@ def _attention(ck, dl, b, w, cfg, cache_k, cache_v, i, gated, xq=None):
         attn_q_split(kern, dl, b["qg"], b["q"], nh * ck.T, hd, label=f"Qcur-{i}")
     else:
         ck.gemm(dl, w["attn_q"], b["xn"], b["q"], e, nh * hd, label=f"Qcur-{i}", xq=xq)
-    kv = w["attn_k"].joined(w["attn_v"], "attn_kv")  # one GEMM where k and v are neighbours in a stack
-    if kv is not None:
-        ck.gemm(dl, kv, b["xn"], b["kv"], e, 2 * nkv * hd, label=f"KVcur-{i}", xq=xq)
-    else:
-        ck.gemm(dl, w["attn_k"], b["xn"], b["kv"], e, 2 * nkv * hd, label=f"Kcur-{i}", xq=xq)
-        ck.gemm(dl, w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd, y_base=nkv * hd, label=f"Vcur-{i}", xq=xq)
+    _neighbour_gemms(ck, dl, w["attn_k"], w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd, f"Kcur-{i}", f"Vcur-{i}",
+                     f"KVcur-{i}", xq)
     ck.qk_norm_rope(dl, b["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, nh * hd,
                     label=f"Qcur_rope-{i}")
     ck.qk_norm_rope(dl, b["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, 2 * nkv * hd,
@@ -62,12 +69,8 @@ def _delta_net(ck, dl, b, w, cfg, window, state, i, xq=None):
     e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
     ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}", xq=xq)
     ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}", xq=xq)
-    gates = w["ssm_beta"].joined(w["ssm_alpha"], "ssm_beta_alpha")  # one GEMM where they are neighbours in a stack
-    if gates is not None:
-        ck.gemm(dl, gates, b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta_alpha-{i}", xq=xq)
-    else:
-        ck.gemm(dl, w["ssm_beta"], b["xn"], b["ssm_gates"], e, 2 * nv, label=f"beta-{i}", xq=xq)
-        ck.gemm(dl, w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, y_base=nv, label=f"alpha-{i}", xq=xq)
+    _neighbour_gemms(ck, dl, w["ssm_beta"], w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, f"beta-{i}",
+                     f"alpha-{i}", f"beta_alpha-{i}", xq)
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
