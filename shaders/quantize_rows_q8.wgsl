@@ -7,6 +7,7 @@
 // x_stride in vec4s; n % 32 == 0.
 #include "chunk.wgsl"
 #include "q8_block.wgsl"
+#include "q8_rows_store.wgsl"
 struct Params { n: u32, x_base: u32, x_stride: u32, q_scales: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> chunk: Chunk;
@@ -26,10 +27,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   for (var i = 0u; i < 8u; i++) {
     v[i] = x[xb + i];
   }
-  let q = q8_block(v);
-  let qb = r * nb + b;
-  xq[2u * qb] = vec4<u32>(q.codes[0], q.codes[1], q.codes[2], q.codes[3]);
-  xq[2u * qb + 1u] = vec4<u32>(q.codes[4], q.codes[5], q.codes[6], q.codes[7]);
-  let s = p.q_scales + qb;
-  xq[s / 4u][s % 4u] = bitcast<u32>(q.d);
+  store_q8_block(r * nb + b, p.q_scales, q8_block(v));
 }

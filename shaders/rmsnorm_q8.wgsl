@@ -13,6 +13,7 @@ struct Params { n: u32, eps: f32, x_base: u32, y_base: u32, q_scales: u32, pad0:
 
 #include "rms_scale64.wgsl"
 #include "q8_block.wgsl"
+#include "q8_rows_store.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -28,11 +29,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       v[i] = x[xb + b * 8u + i] * inv * w[b * 8u + i];
       y[yb + b * 8u + i] = v[i];
     }
-    let q = q8_block(v);
-    let qb = r * nb + b;
-    xq[2u * qb] = vec4<u32>(q.codes[0], q.codes[1], q.codes[2], q.codes[3]);
-    xq[2u * qb + 1u] = vec4<u32>(q.codes[4], q.codes[5], q.codes[6], q.codes[7]);
-    let s = p.q_scales + qb;
-    xq[s / 4u][s % 4u] = bitcast<u32>(q.d);
+    store_q8_block(r * nb + b, p.q_scales, q8_block(v));
   }
 }
