@@ -91,8 +91,13 @@ async def main(args):
     slices = {f"{t} {r} {nb} {c}": gemm_k_slices(t, r, nb, gemm_token_tile(t), c)
               for t, r, nb in ((512, 256, 64), (512, 32, 64), (512, 512, 64), (512, 2048, 16), (512, 4096, 128),
                                (512, 2048, 128), (256, 8192, 64), (64, 256, 64), (512, 256, 1)) for c in (False, True)}
+    from types import SimpleNamespace
+    from py_engine.engine.decoder import default_prefill_chunk
+    chunks = {f"{n} {k} {cpu}": default_prefill_chunk(SimpleNamespace(cpu_adapter=cpu),
+                                                     SimpleNamespace(n_expert=n, n_expert_used=k))
+              for n, k in ((256, 8), (128, 8), (64, 8)) for cpu in (False, True)}
     return {"adapter": gpu.info, "tiles": [gemm_token_tile(n) for n in args["tile_tokens"]], "refused": refused,
-            "k_slices": slices}
+            "k_slices": slices, "default_chunks": chunks}
 '''
 
 TILE_TOKENS = [1, 16, 17, 32, 33, 64, 65, 512]
@@ -317,3 +322,11 @@ def test_small_products_split_along_k_on_a_gpu(tile_run):
     assert got["512 2048 128 False"] == 3 and got["512 4096 128 False"] == 1 and got["256 8192 64 False"] == 1
     assert got["64 256 64 False"] == 64 and got["512 256 1 False"] == 1  # 2 tiles: slices of 1 block
     assert all(v == 1 for k, v in got.items() if k.endswith("True"))
+
+
+def test_default_prefill_chunk_keeps_few_picks_per_expert(tile_run):
+    """A GPU's default prefill chunk is 512 tokens, halved while the routed experts would get more than 16 picks
+    each on average (the few-picks kernels): qwen35moe's 256 experts top-8 512, qwen3moe's 128 256; a CPU adapter 64."""
+    got = tile_run[2]["default_chunks"]
+    assert got["256 8 False"] == 512 and got["128 8 False"] == 256 and got["64 8 False"] == 128
+    assert all(v == 64 for k, v in got.items() if k.endswith("True"))

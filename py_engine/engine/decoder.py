@@ -21,6 +21,7 @@ from ..models.common import Activations, KVCache
 from ..models.qwen3moe import Qwen3Moe, Qwen3MoeConfig
 from ..models.qwen35moe import Qwen35Moe, Qwen35MoeConfig
 from .gpu_weights import WeightLoader
+from ..gpu.chunk_kernels import FEW_PICKS
 from .prefill import Prefill
 from .weight_source import FileWeightSource
 
@@ -37,9 +38,18 @@ DEFAULT_PREFILL_CHUNK = 512
 CPU_PREFILL_CHUNK = 64
 
 
-def default_prefill_chunk(gpu) -> int:
-    """The prefill chunk when none is asked for: DEFAULT_PREFILL_CHUNK on a GPU, CPU_PREFILL_CHUNK on a CPU adapter."""
-    return CPU_PREFILL_CHUNK if gpu.cpu_adapter else DEFAULT_PREFILL_CHUNK
+def default_prefill_chunk(gpu, cfg=None) -> int:
+    """The prefill chunk when none is asked for: CPU_PREFILL_CHUNK on a CPU adapter; on a GPU DEFAULT_PREFILL_CHUNK,
+    halved while a chunk would give the routed experts more than FEW_PICKS picks each on average (qwen3moe's 128
+    experts top-8: 256), where the few-picks kernels take 3.5x less time than the tiles (docs/benchmarks.md, ninth
+    round)."""
+    if gpu.cpu_adapter:
+        return CPU_PREFILL_CHUNK
+    chunk = DEFAULT_PREFILL_CHUNK
+    n_exp, k = getattr(cfg, "n_expert", 0), getattr(cfg, "n_expert_used", 0)
+    while n_exp and chunk > CPU_PREFILL_CHUNK and -(-chunk * k // n_exp) > FEW_PICKS:
+        chunk //= 2
+    return chunk
 
 
 class ContextFull(RuntimeError):
@@ -106,7 +116,7 @@ class Decoder:
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
             dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
             dec.argmax_stagings = [create_buffer(gpu, 8, MAP_READ | COPY_DST, f"argmax_staging{i}") for i in (0, 1)]
-            dec.attach_prefill(default_prefill_chunk(gpu) if prefill_chunk is None else prefill_chunk)
+            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if prefill_chunk is None else prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
                          n_ctx=n_ctx, kv=kv_format, arch=arch)

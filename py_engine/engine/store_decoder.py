@@ -138,7 +138,7 @@ class StoreDecoder(Decoder):
         dense = dense_gpu_bytes(manifest)
         kv_state = kv_cache_bytes(n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format) + state
         rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
-        prefill_chunk = default_prefill_chunk(gpu) if prefill_chunk is None else prefill_chunk
+        prefill_chunk = default_prefill_chunk(gpu, cfg) if prefill_chunk is None else prefill_chunk
         prefill_chunk = fit_prefill_chunk(model, prefill_chunk, budget_bytes, rest)
         work += chunk_bytes(model, prefill_chunk)
         plan = plan_budget(budget_bytes, dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer, n_experts=cfg.n_expert,
