@@ -16,14 +16,11 @@ tokens, timing only Decoder.step (the bench's own argmax over the logits is outs
 Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios and prints the table.
 """
 
-import time
-
 from ..engine.decoder import Decoder
 from ..gpu.commands import set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
 from . import accounting, dispatch_profile, gc_clock, stream_read, streaming, timing
-from .gc_clock import GcClock
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 WARMUP_PREFILLS = 16  # untimed prompts at most before the timed ones (the first one after load reported apart)
@@ -153,7 +150,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
 
         if not args.get("queue_ahead", True):
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
-        with GcClock() as gcc:
+        with gc_clock.GcClock() as gcc:
             reps, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(
                 dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)))
         reps_ms = [r["ms"] for r in reps]

@@ -249,7 +249,9 @@ class Decoder:
         return data
 
     # --- a prompt: feed(ids[:-1]) then a step of ids[-1], or the whole prompt through the chunks -----------------
-    whole_prompts = True  # a decoder whose feed needs the CPU between layers (StoreDecoder) says False
+    # whether Prefill records its output head for prompts fed whole; a decoder whose feed needs the CPU between
+    # layers (StoreDecoder) says False
+    whole_prompts = True
 
     def _feed_prompt(self, ids) -> bool:
         """Feeds the prompt but what the step after it runs: with a batched prefill every token, the last one's
@@ -258,7 +260,7 @@ class Decoder:
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("a prompt needs at least one token")
-        if self.whole_prompts and self.prefill is not None and len(ids) > 1:
+        if self.prefill is not None and self.prefill.head is not None and len(ids) > 1:
             self.feed(ids)
             self.stats["whole_prompts"] += 1
             return True

@@ -71,10 +71,13 @@ class Prefill:
         pool = getattr(dec, "pool", None)
         self.cuts = record_chunk(self.ck, self.dl, model, self.bufs, dec.acts, dec.cache, dec.slot_map, pool)
         # a prompt fed whole (its last token in the chunks too): the last row's hidden state through the output
-        # head, where the per-token list would run the last token through every layer again
-        self.head = DispatchList()
-        self.ck.last_row(self.head, self.bufs["h"], dec.acts["h"], model.cfg.n_embd)
-        record_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
+        # head, where the per-token list would run the last token through every layer again; None for a decoder
+        # that steps a prompt's last token (Decoder.whole_prompts)
+        self.head = None
+        if dec.whole_prompts:
+            self.head = DispatchList()
+            self.ck.last_row(self.head, self.bufs["h"], dec.acts["h"], model.cfg.n_embd)
+            record_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
         self.flops_per_token = self.ck.flops // T
         self.nbytes = chunk_bytes(model, T)
         return self
