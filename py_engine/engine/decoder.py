@@ -257,7 +257,6 @@ class Decoder:
         """Feeds the prompt but what the step after it runs: with a batched prefill every token, the last one's
         logits then coming from the chunk's last row through the output head alone (True); else all but the last
         (False)."""
-        ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("a prompt needs at least one token")
         if self.prefill is not None and self.prefill.head is not None and len(ids) > 1:
