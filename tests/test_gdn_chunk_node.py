@@ -1,5 +1,5 @@
 """The prefill's Gated DeltaNet recurrence over a chunk of rows (shaders/gdn_qk_scales.wgsl for every row's q/k
-scales and q·k, then gdn_recurrent_chunk.wgsl, through ChunkKernels.gdn_recurrent) against the numpy reference, at
+scales and q·k, then gdn_recurrent_cols.wgsl, through ChunkKernels.gdn_recurrent) against the numpy reference, at
 the fixtures' head sizes and at the real models' (128 and 256): a chunk from position 0 (a fresh sequence, whatever the state buffer held), then a shorter chunk that goes on
 from the state the first one left, as a prompt's chunks do.
 """
