@@ -1,13 +1,16 @@
-// The gated delta rule over a prefill chunk with one lane per value column: the update of gdn_recurrent_chunk.wgsl
-// (same bindings, parameters and workgroup grid) where lane j keeps the whole column S[:, j] (DK values) in
-// registers, so a row's column sums S·k and S·q are that lane's own loops and need no exchange between lanes.
-// The only barrier per row is for the row's q and k, which the workgroup stages in workgroup memory one row ahead
-// (two buffers): the row loop, sequential by nature, is then bound by each lane's arithmetic (~3 DK multiply-adds
-// per row, in 4-wide independent chains) instead of the slice layout's three barriers and cross-lane sums per row.
+// The gated delta rule over a prefill chunk, the update of gdn_recurrent_chunk.wgsl (same bindings, parameters and
+// rows) in workgroups of one subgroup's width: SL neighbouring lanes share a value column j, each keeping DK / SL
+// consecutive key rows of S[:, j] in registers as vec4s, and a workgroup holds 32 / SL columns. The row loop is
+// sequential by nature and so bound by each row's chain of dependent steps: small workgroups and one barrier per
+// row keep that chain short (at the real sizes SL = 2 took 0.58x the slice layout's time on the H200). Per row:
+//   partial S·q and S·k over the lane's rows (q and k read from workgroup memory, k kept for the update), the next
+//   row's q|k stored into the other buffer (its loads issued a row earlier), barrier; then the column's SL
+//   partials summed (written into a buffer per row parity, so one barrier suffices), d, the update, the output:
 //   S' = decay·S + (k_scale·k) dᵀ,  d = (v - k_scale·decay·Sᵀk) · beta,
 //   o = q_scale · S'ᵀq = q_scale · (decay·Sᵀq + k_scale · d · (q·k))
-// (the slice kernel decays S before its sums: the same values to rounding). Rows, q/k scales and the chunk start
-// as in gdn_recurrent_chunk.wgsl. DK = the key head size (a multiple of 4). Workgroups: (ceil(dv / 32), n_v_heads).
+// (the slice kernel decays S before its sums: the same values to rounding). The q/k scales and the chunk start as
+// in gdn_recurrent_chunk.wgsl. DK = the key head size, SL = 2 where DK % 8 == 0, else 1 (DK % 4 == 0).
+// Workgroups: (ceil(dv / (32 / SL)), n_v_heads).
 #include "chunk.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,
@@ -27,11 +30,14 @@ struct Params {
 #include "softplus.wgsl"
 
 const DK: u32 = {{DK}}u;
-const D4: u32 = DK / 4u;
-const WG: u32 = 32u;                        // value columns per workgroup, one lane each
+const SL: u32 = {{SL}}u;                    // lanes per value column
+const WG: u32 = 32u;
+const COLS: u32 = WG / SL;                  // value columns per workgroup
+const D4: u32 = DK / 4u;                    // vec4s of a q or k row
+const R4: u32 = D4 / SL;                    // vec4s of key rows per lane
 const PF: u32 = (2u * DK + WG - 1u) / WG;   // q|k values of a row each lane stages
-// [buffer][q | k]: a row's q then k as vec4s, two rows' worth (the row in use, the next being staged)
-var<workgroup> qk_sh: array<vec4<f32>, 4u * D4>;
+var<workgroup> qk_sh: array<vec4<f32>, 4u * D4>;  // [row parity][q | k]
+var<workgroup> part: array<vec2<f32>, 2u * WG>;   // [row parity][lane]: its partial (S·q, S·k)
 
 // Lane `t`'s share of row `row`'s q | k (2·DK values: element u < DK is q[u], else k[u - DK]).
 fn load_qk(row: u32, kh: u32, t: u32) -> array<f32, PF> {
@@ -62,15 +68,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let t = lid.x;
   let h = wg.y;
   let kh = h % p.n_k_heads;
-  let j = wg.x * WG + t;
+  let slice = t % SL;
+  let c0 = t - slice;                  // the column's first lane
+  let j = wg.x * COLS + t / SL;
   let live = j < p.dv;                 // lanes past dv still stage q|k and take part in the barriers
   let jr = min(j, p.dv - 1u);
   let sb = h * DK * p.dv + jr;
+  let r0 = slice * R4;                 // this lane's first vec4 of key rows
 
-  var s = array<vec4<f32>, D4>();
+  var s = array<vec4<f32>, R4>();
   if (live && chunk.pos0 != 0u) {
-    for (var r = 0u; r < D4; r++) {
-      let i = 4u * r;
+    for (var r = 0u; r < R4; r++) {
+      let i = 4u * (r0 + r);
       s[r] = vec4<f32>(state[sb + i * p.dv], state[sb + (i + 1u) * p.dv], state[sb + (i + 2u) * p.dv],
                        state[sb + (i + 3u) * p.dv]);
     }
@@ -78,59 +87,81 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let bias = dt_bias[h];
   let a_log = ssm_a[h];
 
+  // rows 0 and 1's inputs; in the loop, row + 2's are loaded while row computes (one row ahead is not enough to
+  // cover the loads' latency) and row + 1's q|k stored for the next row
   if (chunk.n > 0u) {
     store_qk(0u, load_qk(0u, kh, t), t);
   }
-  var vn = qkv[p.v_base + h * p.dv + jr];
-  var gn = vec2<f32>(gates[h], gates[p.n_v_heads + h]);
-  var sn = scales[kh];
+  var staged = array<f32, PF>();
+  if (chunk.n > 1u) {
+    staged = load_qk(1u, kh, t);
+  }
+  var vn = array<f32, 2>(qkv[p.v_base + h * p.dv + jr], 0.0);
+  var gn = array<vec2<f32>, 2>(vec2<f32>(gates[h], gates[p.n_v_heads + h]), vec2<f32>(0.0));
+  var sn = array<vec4<f32>, 2>(scales[kh], vec4<f32>(0.0));
+  if (chunk.n > 1u) {
+    vn[1] = qkv[p.qkv_stride + p.v_base + h * p.dv + jr];
+    gn[1] = vec2<f32>(gates[p.gates_stride + h], gates[p.gates_stride + p.n_v_heads + h]);
+    sn[1] = scales[p.n_k_heads + kh];
+  }
   workgroupBarrier();
 
   for (var row = 0u; row < chunk.n; row++) {
     let buf = row & 1u;
     let more = row + 1u < chunk.n;
-    var staged = array<f32, PF>();
-    let v = vn;
-    let g = gn;
-    let sc = sn;
-    if (more) {  // the next row's inputs, loaded while this row computes
-      staged = load_qk(row + 1u, kh, t);
-      let xb = (row + 1u) * p.qkv_stride;
-      vn = qkv[xb + p.v_base + h * p.dv + jr];
-      let gb = (row + 1u) * p.gates_stride;
-      gn = vec2<f32>(gates[gb + h], gates[gb + p.n_v_heads + h]);
-      sn = scales[(row + 1u) * p.n_k_heads + kh];
+    let v = vn[0];
+    let g = gn[0];
+    let sc = sn[0];
+    vn[0] = vn[1];
+    gn[0] = gn[1];
+    sn[0] = sn[1];
+    var ahead = array<f32, PF>();
+    if (row + 2u < chunk.n) {  // row + 2's inputs, loaded while this row computes
+      let r2 = row + 2u;
+      ahead = load_qk(r2, kh, t);
+      vn[1] = qkv[r2 * p.qkv_stride + p.v_base + h * p.dv + jr];
+      gn[1] = vec2<f32>(gates[r2 * p.gates_stride + h], gates[r2 * p.gates_stride + p.n_v_heads + h]);
+      sn[1] = scales[r2 * p.n_k_heads + kh];
     }
-    let beta = 1.0 / (1.0 + exp(-g.x));
-    let decay = exp(softplus(g.y + bias) * a_log);
 
-    let qb = buf * 2u * D4;
+    let qb = buf * 2u * D4 + r0;
+    var kr = array<vec4<f32>, R4>();   // zeroed explicitly: a loop-body var may keep the last iteration's values
     var sq = vec4<f32>(0.0);
     var sk = vec4<f32>(0.0);
-    for (var r = 0u; r < D4; r++) {
+    for (var r = 0u; r < R4; r++) {
+      kr[r] = qk_sh[qb + D4 + r];
       sq = fma(s[r], qk_sh[qb + r], sq);
-      sk = fma(s[r], qk_sh[qb + D4 + r], sk);
+      sk = fma(s[r], kr[r], sk);
     }
-    let sum_q = decay * ((sq.x + sq.y) + (sq.z + sq.w));
-    let sum_k = decay * ((sk.x + sk.y) + (sk.z + sk.w));
+    part[buf * WG + t] = vec2<f32>((sq.x + sq.y) + (sq.z + sq.w), (sk.x + sk.y) + (sk.z + sk.w));
+    if (more) {
+      store_qk(buf ^ 1u, staged, t);   // the other buffer: its last reads were before the previous row's barrier
+    }
+    staged = ahead;
+    let beta = 1.0 / (1.0 + exp(-g.x));
+    let decay = exp(softplus(g.y + bias) * a_log);
+    workgroupBarrier();
+
+    var sums = vec2<f32>(0.0);
+    for (var l = 0u; l < SL; l++) {
+      sums += part[buf * WG + c0 + l];
+    }
+    let sum_q = decay * sums.x;
+    let sum_k = decay * sums.y;
     let k_scale = sc.y;
     let d = (v - sum_k * k_scale) * beta;
     let kd = vec4<f32>(k_scale * d);
-    for (var r = 0u; r < D4; r++) {
-      s[r] = fma(s[r], vec4<f32>(decay), kd * qk_sh[qb + D4 + r]);
+    for (var r = 0u; r < R4; r++) {
+      s[r] = fma(s[r], vec4<f32>(decay), kd * kr[r]);
     }
-    if (live) {
+    if (live && slice == 0u) {
       out[row * p.out_stride + h * p.dv + j] = (sum_q + k_scale * d * sc.z) * sc.x;
     }
-    if (more) {
-      store_qk(buf ^ 1u, staged, t);  // the other buffer: last read in the previous row, before its barrier
-    }
-    workgroupBarrier();
   }
 
   if (live) {
-    for (var r = 0u; r < D4; r++) {
-      let i = 4u * r;
+    for (var r = 0u; r < R4; r++) {
+      let i = 4u * (r0 + r);
       state[sb + i * p.dv] = s[r].x;
       state[sb + (i + 1u) * p.dv] = s[r].y;
       state[sb + (i + 2u) * p.dv] = s[r].z;

@@ -49,8 +49,9 @@ async def main(args):
 '''
 
 EPS = 1e-6
-# (key heads, value heads, dk, dv): the fixtures' size, value heads tiled over key heads, the real models' sizes
-SHAPES = [(1, 2, 32, 32), (2, 4, 32, 80), (2, 4, 128, 128), (1, 2, 256, 64)]
+# (key heads, value heads, dk, dv): the fixtures' size, value heads tiled over key heads, the real models' sizes, a
+# key size not a multiple of 16 (one lane per value column)
+SHAPES = [(1, 2, 32, 32), (2, 4, 32, 80), (2, 4, 128, 128), (1, 2, 256, 64), (1, 2, 20, 40)]
 T = 16
 PARTS = [(T, 0), (11, T)]  # a full chunk from position 0, then 11 rows going on from it
 

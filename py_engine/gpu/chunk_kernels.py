@@ -308,7 +308,7 @@ class ChunkKernels:
                       eps, label="delta_net", scales_label="delta_net_qk"):
         """The chunk's q/k scales and q·k for every row and key head at once (gdn_qk_scales.wgsl, into qk_scales:
         4 values per row and key head), then the recurrence over the rows (gdn_recurrent_cols.wgsl: one lane per
-        value column, its column of the state in registers)."""
+        value column's half of the state in registers)."""
         if dk > 256 or dk % 4:
             raise ValueError(f"delta net: key head size {dk} unsupported (a multiple of 4, at most 256)")
         q_base, k_base = 0, n_k_heads * dk
@@ -319,6 +319,9 @@ class ChunkKernels:
                   (n_k_heads, self.T), scales_label)
         params = self.kern._params("7If4I", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, qkv_stride,
                                    2 * n_v_heads, n_v_heads * dv, 0, label=label)
-        self._rec(dl, "gdn_recurrent_cols.wgsl", {"DK": dk},
+        # lanes per value column: 2 measured fastest on the H200 (tools/h200/gdn_variants.mjs: 1, 2, 4, 8 lanes
+        # 760, 325, 458, 482 µs for 512 rows at the real sizes; the slice layout 562)
+        lanes = 2 if dk % 8 == 0 else 1
+        self._rec(dl, "gdn_recurrent_cols.wgsl", {"DK": dk, "SL": lanes},
                   {0: params, 1: self.chunk, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out,
-                   8: qk_scales}, ((dv + 31) // 32, n_v_heads), label)  # 32 value columns per workgroup
+                   8: qk_scales}, ((dv * lanes + 31) // 32, n_v_heads), label)  # 32 / lanes columns per workgroup
