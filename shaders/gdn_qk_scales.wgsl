@@ -1,4 +1,4 @@
-// Ahead of the chunk's DeltaNet recurrence (gdn_recurrent_chunk.wgsl), for every row and key head at once: the L2
+// Ahead of the chunk's DeltaNet recurrence (gdn_recurrent_cols.wgsl), for every row and key head at once: the L2
 // scales of q and k (load_qk of gdn_qk_norm.wgsl: the same sums in the same order, so the same values the
 // one-token kernel computes) and q·k of the raw rows, out[(row · n_k_heads + kh)] = (q_scale, k_scale, q·k, 0). The
 // recurrence then needs no reduction over the key rows but its column sums. Workgroups: (n_k_heads, T).

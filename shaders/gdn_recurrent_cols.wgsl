@@ -1,16 +1,21 @@
-// The gated delta rule over a prefill chunk, the update of gdn_recurrent_chunk.wgsl (same bindings, parameters and
-// rows) in workgroups of one subgroup's width: SL neighbouring lanes share a value column j, each keeping DK / SL
-// consecutive key rows of S[:, j] in registers as vec4s, and a workgroup holds 32 / SL columns. The row loop is
-// sequential by nature and so bound by each row's chain of dependent steps: small workgroups and one barrier per
-// row keep that chain short (at the real sizes SL = 2 took 0.58x the slice layout's time on the H200). Per row:
+// The gated delta rule over a prefill chunk: the one-token update of gdn_conv_recurrent.wgsl for rows t = 0 ..
+// chunk.n - 1 in order, in one dispatch, the state S kept in registers for the whole chunk (read once before row 0,
+// written once after the last row). Row t reads q|k|v at qkv[t·qkv_stride + {q,k,v}_base], beta_raw | alpha_raw at
+// gates[t·gates_stride], the q and k scales and q·k at scales[t · n_k_heads + kh] (gdn_qk_scales.wgsl, for all rows
+// ahead), and writes o at out[t·out_stride + h·dv + j]; S is key-major, S[h][i][j] at state[(h·dk + i)·dv + j].
+// A chunk starting at position 0 starts a sequence (the stored S reads as zeros).
+// Workgroups of one subgroup's width: SL neighbouring lanes share a value column j, each keeping DK / SL consecutive
+// key rows of S[:, j] as vec4s, and a workgroup holds 32 / SL columns. The row loop is sequential by nature and so
+// bound by each row's chain of dependent steps: small workgroups and one barrier per row keep that chain short (at
+// the real sizes SL = 2 took 0.58x the time of 256-lane workgroups with 8 lanes per column and three barriers per
+// row, the layout of the one-token kernel: tools/h200/gdn_variants.mjs). Per row:
 //   partial S·q and S·k over the lane's rows (q and k read from workgroup memory, k kept for the update), the next
 //   row's q|k stored into the other buffer (its loads issued a row earlier), barrier; then the column's SL
 //   partials summed (written into a buffer per row parity, so one barrier suffices), d, the update, the output:
 //   S' = decay·S + (k_scale·k) dᵀ,  d = (v - k_scale·decay·Sᵀk) · beta,
 //   o = q_scale · S'ᵀq = q_scale · (decay·Sᵀq + k_scale · d · (q·k))
-// (the slice kernel decays S before its sums: the same values to rounding). The q/k scales and the chunk start as
-// in gdn_recurrent_chunk.wgsl. DK = the key head size, SL = 2 where DK % 8 == 0, else 1 (DK % 4 == 0).
-// Workgroups: (ceil(dv / (32 / SL)), n_v_heads).
+// (the one-token kernel decays S before its sums: the same values to rounding). DK = the key head size, SL = 2
+// where DK % 8 == 0, else 1 (DK % 4 == 0). Workgroups: (ceil(dv / (32 / SL)), n_v_heads).
 #include "chunk.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,

@@ -1,7 +1,7 @@
 // The prefill's DeltaNet recurrence over a chunk, kernel variants on the GPU at hand, at the real model's shape
-// (16 key heads, 32 value heads, 128 × 128 state per head, 512 rows): the slice layout (workgroups of 256, 8 lanes
-// per value column, shaders/gdn_recurrent_chunk.wgsl) and workgroups of 32 with 1, 2, 4 or 8 lanes per column
-// (gdn_recurrent_cols.wgsl); two also without the loads of the rows ahead (the arithmetic's own bound).
+// (16 key heads, 32 value heads, 128 × 128 state per head, 512 rows): shaders/gdn_recurrent_cols.wgsl with 2 (the
+// engine's), 1, 4 or 8 lanes per value column; two also without the loads of the rows ahead (the arithmetic's own
+// bound). (The 256-lane layout of 8 lanes per column it replaced, 562 µs there, is in docs/benchmarks.md.)
 //   DAWN_NODE=path/dawn.node node tools/h200/gdn_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (median of repeats), µs per row, and the largest difference
 // of its outputs from the first variant's, relative to the largest |output|.
@@ -49,16 +49,15 @@ const pbuf = mkbuf(new Uint8Array(params), U | CD);
 const chunk = mkbuf(new Uint32Array([T, 1, 0, 0]), U | CD);
 
 const cols = (sl) => assemble('gdn_recurrent_cols.wgsl', { DK: dk, SL: sl });
-const noload = (code) => code.replace('if (row + 1u < chunk.n) {', 'if (false) {').replace('if (row + 2u < chunk.n) {  // row + 2', 'if (false) {  //');
+const noload = (code) => code.replace('if (row + 2u < chunk.n) {  // row + 2', 'if (false) {  //');
 // [name, WGSL, value columns per workgroup]
 const variants = [
-  ['slices', assemble('gdn_recurrent_chunk.wgsl', {}), 32],
-  ['cols_sl4', cols(4), 8],
-  ['cols_sl1', cols(1), 32],
   ['cols_sl2', cols(2), 16],
+  ['cols_sl1', cols(1), 32],
+  ['cols_sl4', cols(4), 8],
   ['cols_sl8', cols(8), 4],
-  // the same without the next row's loads (each row computes on the first row's inputs): the arithmetic's bound
-  ['slices_noload', noload(assemble('gdn_recurrent_chunk.wgsl', {})), 32],
+  // the same without the loads of the rows ahead (each row computes on the first rows' inputs): the arithmetic's bound
+  ['cols_sl2_noload', noload(cols(2)), 16],
   ['cols_sl4_noload', noload(cols(4)), 8],
 ];
 for (const [n, c] of variants) if (n.endsWith('noload') && !c.includes('if (false)')) throw new Error(`${n}: no change made`);
