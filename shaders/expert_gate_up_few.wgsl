@@ -3,7 +3,7 @@
 //   act[pick] = silu(G_e · x[pick / x_div]) · (U_e · x[pick / x_div]),   rows of G_e and U_e: 64 per workgroup
 // x is the chunk's normed rows as the norm quantised them (rmsnorm_q8.wgsl; read by expert_x_q8.wgsl). Each staged
 // block serves both products, each weight block is loaded once into registers for every pick of the pass (up to
-// 16), and the act rows' 32-blocks (two per workgroup) are quantised here once (q8_block.wgsl)
+// TT), and the act rows' 32-blocks (two per workgroup) are quantised here once (q8_block.wgsl)
 // instead of by each of the down product's workgroups. The sums are expert_gemm_few.wgsl's, in its order, and the
 // SwiGLU silu_mul.wgsl's expression: the codes and scales are those the separate gate, up, silu_mul and the down
 // product's staging make.
@@ -22,7 +22,7 @@
 #include "expert_few_stage.wgsl"
 var<workgroup> part_g: array<f32, 256>;
 var<workgroup> part_u: array<f32, 256>;
-var<workgroup> act: array<f32, 1024>;      // [pick][row]: TT × FR SwiGLU outputs of the pass
+var<workgroup> act: array<f32, TT * FR>;  // [pick][row]: the pass's SwiGLU outputs
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>) {

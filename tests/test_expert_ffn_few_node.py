@@ -7,7 +7,7 @@ The same inputs also run through the separate path (the f32 norm rows into gate 
 product quantising the f32 act rows while staging) in the same process. Checked: the norm's codes and scales are
 the Q8_0 quantisation of its f32 rows, the fused act codes and scales exactly the Q8_0 quantisation of the separate
 path's act rows (llama.cpp's rounding, numpy), the down outputs of both paths agree, gate and up against numpy, and
-nothing is written for the picks of absent or masked experts. Cases: an expert past one pass of 16 picks, an FFN
+nothing is written for the picks of absent or masked experts. Cases: an expert past several passes of 8 picks, an FFN
 width that leaves the last workgroup one output block (96 rows), K of 3 and of 64 blocks.
 """
 import json

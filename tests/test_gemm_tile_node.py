@@ -251,8 +251,8 @@ def tile_run(tmp_path_factory):
         c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
         c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
         c.experts(f"e_{tag}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2], **kw)
-        # few picks per expert on average (the int8 mode's expert_gemm_few.wgsl): an expert past one pass of 16
-        # picks, K of 64 blocks (8 staging steps) and of 3 (one short step), rows past the last 64-row block
+        # few picks per expert on average (the int8 mode's expert_gemm_few.wgsl): an expert past several passes
+        # of 8 picks, K of 64 blocks (4 staging steps) and of 3 (one short step), rows past the last 64-row block
         c.experts(f"e_{tag}_few", fmt, 129, 2048, T=40, k=2, counts=[0, 33, 20, 1, 17, 9, 0, 0], x_div=1,
                   absent=[5], **kw)
         c.experts(f"e_{tag}_few_k96", fmt, 64, 96, T=12, k=2, counts=[5, 0, 12, 7], x_div=2, masked=[3], **kw)

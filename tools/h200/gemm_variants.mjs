@@ -44,10 +44,19 @@ function assemble(name, consts, seen = new Set()) {
     seen.has(inc) ? `// ${inc} already included` : assemble(inc, consts, seen));
 }
 const pipes = new Map();
-function pipeline(name, consts) {
-  const key = name + JSON.stringify(consts);
+// few: {TT, KC} for the few-picks kernels' picks per pass and blocks staged per step (expert_few_stage.wgsl) in
+// place of the engine's, for a sweep
+function pipeline(name, consts, few = null) {
+  const key = name + JSON.stringify(consts) + JSON.stringify(few);
   if (!pipes.has(key)) {
-    const module = device.createShaderModule({ code: assemble(name, consts) });
+    let code = assemble(name, consts);
+    if (few) {
+      const edited = code.replace(/const TT: u32 = \d+u;/, `const TT: u32 = ${few.TT}u;`)
+        .replace(/const KC: u32 = \d+u;/, `const KC: u32 = ${few.KC}u;`);
+      if (!/const TT: u32 = \d+u;/.test(code) || !/const KC: u32 = \d+u;/.test(code)) throw new Error(`${name}: no TT / KC`);
+      code = edited;
+    }
+    const module = device.createShaderModule({ code });
     pipes.set(key, device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } }));
   }
   return pipes.get(key);
@@ -174,7 +183,7 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
 // 512 × 2048 experts, SwiGLU, act written as Q8_0 codes + scales) and the down product reading that act (expert_gemm_few.wgsl, XIN = q8); compare with the 'few' lines of
 // the gate/up and down shapes above (three such dispatches and a SwiGLU pass). Checked on sampled blocks / outputs
 // against the JS reference of the same arithmetic.
-async function fusedFfn(name, ffn, K, T, nExp, k) {
+async function fusedFfn(name, ffn, K, T, nExp, k, few = null) {
   const G = weights(nExp * ffn, K, 101), Uw = weights(nExp * ffn, K, 202), D = weights(nExp * K, ffn, 303);
   const r = rng(13 + T), { route, grouped } = routing(T, nExp, k, r);
   const gb = mkbuf(grouped);
@@ -194,7 +203,7 @@ async function fusedFfn(name, ffn, K, T, nExp, k) {
                                     0, 0, 0, 0, 0]), U | CD);
   const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * ffn * K * T * k))));
   const run = async (shader, consts, bufs, rows) => {
-    const pipe = pipeline(shader, consts);
+    const pipe = pipeline(shader, consts, few);
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
       entries: Object.entries(bufs).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
     return time(pipe, bg, Math.ceil(rows / 64), nExp, R);
@@ -218,7 +227,8 @@ async function fusedFfn(name, ffn, K, T, nExp, k) {
       err = Math.max(err, Math.abs(codes[4 * 8 * (p * nbo + b) + j] * dOf(p, b) - q[j] * d)); mag = Math.max(mag, Math.abs(a[j]));
     }
   }
-  report({ shape: name, rows: ffn, K, tokens: T, experts: `${k} of ${nExp}`, tile: 'fused gate+up+swiglu, act int8', us: usGU,
+  const tag = few ? ` (TT ${few.TT}, KC ${few.KC})` : '';
+  report({ shape: name, rows: ffn, K, tokens: T, experts: `${k} of ${nExp}`, tile: 'fused gate+up+swiglu, act int8' + tag, us: usGU,
            flops: 2 * 2 * ffn * K * T * k, relErr: err / mag });
   const got = await readback(y, nPick * K * 4);
   err = 0; mag = 1e-30;
@@ -231,7 +241,7 @@ async function fusedFfn(name, ffn, K, T, nExp, k) {
     }
     err = Math.max(err, Math.abs(got[p * K + row] - s)); mag = Math.max(mag, Math.abs(s));
   }
-  report({ shape: name, rows: K, K: ffn, tokens: T, experts: `${k} of ${nExp}`, tile: 'down, act int8 ahead', us: usD,
+  report({ shape: name, rows: K, K: ffn, tokens: T, experts: `${k} of ${nExp}`, tile: 'down, act int8 ahead' + tag, us: usD,
            flops: 2 * ffn * K * T * k, relErr: err / mag });
   [G, Uw, D].forEach((w) => { w.codes.destroy(); w.scales.destroy(); });
   [gb, xb, act, y, slotMap, mask, pGU, pD].forEach((b) => b.destroy());
@@ -244,6 +254,17 @@ function report({ us, flops, relErr, ...rest }) {
 
 const info = adapter.info || {};
 console.log(JSON.stringify({ adapter: `${info.vendor} ${info.architecture} ${info.description}`, timestamps: hasTs }));
+// --few=TT,KC: only the fused routed FFN at 512 tokens, with TT picks per pass and KC blocks staged per step in place
+// of the engine's (one setting per process: in one process the later settings all ran ~5x slower on the H200, the
+// engine's own setting included)
+const fewArg = process.argv.find((a) => a.startsWith('--few='));
+if (fewArg) {
+  const [TT, KC] = fewArg.slice(6).split(',').map(Number);
+  const [name, ffn, K, T, nExp, k] = tiny ? ['expert ffn (2 of 8, 96 x 64)', 96, 64, 40, 8, 2]
+    : ['expert ffn (8 of 256, 512 x 2048)', 512, 2048, 512, 256, 8];
+  await fusedFfn(name, ffn, K, T, nExp, k, { TT, KC });
+  process.exit(0);
+}
 const TOKENS = tiny ? [16, 40] : [64, 256, 512];
 for (const T of TOKENS) {
   if (tiny) {
