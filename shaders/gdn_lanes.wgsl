@@ -1,4 +1,4 @@
-// The lane layout of the one-token DeltaNet recurrences (gdn_columns.wgsl, gdn_conv_recurrent.wgsl): a
+// The lane layout of the one-token DeltaNet recurrence (gdn_conv_recurrent.wgsl, through gdn_columns.wgsl): a
 // workgroup of 256 covers COLS value columns j of a head's state S; the SLICES lanes of a column split its key rows
 // (i ≡ slice mod SLICES) and keep them in registers (MAX_ROWS each); a row's q and k staged in workgroup memory.
 const WG: u32 = 256u;

@@ -307,8 +307,8 @@ class ChunkKernels:
     def gdn_recurrent(self, dl, qkv, gates, dt_bias, ssm_a, state, out, qk_scales, n_k_heads, n_v_heads, dk, dv,
                       eps, label="delta_net", scales_label="delta_net_qk"):
         """The chunk's q/k scales and q·k for every row and key head at once (gdn_qk_scales.wgsl, into qk_scales:
-        4 values per row and key head), then the recurrence over the rows (gdn_recurrent_cols.wgsl: one lane per
-        value column's half of the state in registers)."""
+        4 values per row and key head), then the recurrence over the rows (gdn_recurrent_cols.wgsl: each value
+        column's state in registers, split over 2 lanes)."""
         if dk > 256 or dk % 4:
             raise ValueError(f"delta net: key head size {dk} unsupported (a multiple of 4, at most 256)")
         q_base, k_base = 0, n_k_heads * dk
