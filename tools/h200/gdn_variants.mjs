@@ -6,10 +6,7 @@
 // Prints one JSON line per variant: µs per dispatch (median of repeats), µs per row, and the largest difference
 // of its outputs from the first variant's, relative to the largest |output|.
 import { createRequire } from 'node:module';
-import { gpuTools, rng } from './gpu_timing.mjs';
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { assemble, gpuTools, rng } from './gpu_timing.mjs';
 
 const require = createRequire(import.meta.url);
 const dawn = require(process.env.DAWN_NODE || 'webgpu');
@@ -23,16 +20,6 @@ const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUs
 const U = GPUBufferUsage.UNIFORM;
 const { mkbuf, time, readback } = gpuTools(device, hasTs);
 
-const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
-function assemble(name, consts, seen = new Set()) {
-  seen.add(name);
-  const text = readFileSync(join(SHADERS, name), 'utf8').replace(/\{\{([A-Z][A-Z0-9_]*)\}\}/g, (_, k) => {
-    if (!(k in consts)) throw new Error(`${name}: no value given for {{${k}}}`);
-    return String(consts[k]);
-  });
-  return text.replace(/^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$/gm, (_, inc) =>
-    seen.has(inc) ? `// ${inc} already included` : assemble(inc, consts, seen));
-}
 const [nk, nv, dk, dv, T] = tiny ? [2, 4, 32, 32, 16] : [16, 32, 128, 128, 512];
 const stride = 2 * nk * dk + nv * dv;
 const r = rng(1);

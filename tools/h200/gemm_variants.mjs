@@ -10,10 +10,7 @@
 // tokens; the int8 tile's multiply-adds counted alike) and the largest error of sampled outputs against a JS
 // reference of the same arithmetic (int8: x quantised as llama.cpp does), relative to the largest |output|.
 import { createRequire } from 'node:module';
-import { f16, gpuTools, rng } from './gpu_timing.mjs';
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { assemble, f16, gpuTools, rng } from './gpu_timing.mjs';
 
 const require = createRequire(import.meta.url);
 const dawn = require(process.env.DAWN_NODE || 'webgpu');
@@ -32,17 +29,6 @@ const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUs
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
 const { mkbuf, time, readback } = gpuTools(device, hasTs);
 
-// --- shaders: #include "x.wgsl" (once each) and {{NAME}} placeholders, as shader_loader.py ---
-const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
-function assemble(name, consts, seen = new Set()) {
-  seen.add(name);
-  const text = readFileSync(join(SHADERS, name), 'utf8').replace(/\{\{([A-Z][A-Z0-9_]*)\}\}/g, (_, k) => {
-    if (!(k in consts)) throw new Error(`${name}: no value given for {{${k}}}`);
-    return String(consts[k]);
-  });
-  return text.replace(/^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$/gm, (_, inc) =>
-    seen.has(inc) ? `// ${inc} already included` : assemble(inc, consts, seen));
-}
 const pipes = new Map();
 // few: {TT, KC} for the few-picks kernels' picks per pass and blocks staged per step (expert_few_stage.wgsl) in
 // place of the engine's, for a sweep

@@ -1,6 +1,25 @@
-// What the kernel benchmarks here share: a seeded generator, an f16 decoder, and for one device the upload, the
-// timing of R back-to-back dispatches in one pass (median over repeats: timestamp queries where the device has them,
-// else the wall clock per submit) and the readback of an f32 buffer. Needs Dawn's globals (GPUBufferUsage, ...).
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// What the kernel benchmarks here share: a seeded generator, an f16 decoder, the engine's shaders assembled, and for
+// one device the upload, the timing of R back-to-back dispatches in one pass (median over repeats: timestamp queries
+// where the device has them, else the wall clock per submit) and the readback of an f32 buffer. Needs Dawn's globals
+// (GPUBufferUsage, ...).
+const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
+
+// A shader of shaders/ with its #include "x.wgsl" inserted (once each) and {{NAME}} placeholders filled, as
+// py_engine/gpu/shader_loader.py does.
+export function assemble(name, consts, seen = new Set()) {
+  seen.add(name);
+  const text = readFileSync(join(SHADERS, name), 'utf8').replace(/\{\{([A-Z][A-Z0-9_]*)\}\}/g, (_, k) => {
+    if (!(k in consts)) throw new Error(`${name}: no value given for {{${k}}}`);
+    return String(consts[k]);
+  });
+  return text.replace(/^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$/gm, (_, inc) =>
+    seen.has(inc) ? `// ${inc} already included` : assemble(inc, consts, seen));
+}
+
 export const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
 
 export function rng(seed) {
