@@ -1,0 +1,48 @@
+"""The kernel benchmarks of tools/h200 (run on the lent GPU for the figures in docs/benchmarks.md) in their --tiny form
+on this machine's adapter, so they cannot rot: each must run the engine's current shaders and its variants must
+agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the
+engine's layout, against which the other layouts are compared).
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+
+def _run(*args) -> list:
+    res = subprocess.run(["node", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert lines, res.stdout[-2000:] + res.stderr[-2000:]
+    return lines
+
+
+def test_gdn_variants_agree():
+    rows = _run("tools/h200/gdn_variants.mjs", "--tiny")
+    names = [r["variant"] for r in rows]
+    assert names[0] == "cols_sl2" and {"cols_sl1", "cols_sl4", "cols_sl8"} <= set(names)
+    for r in rows:
+        assert r["us"] > 0
+        if not r["variant"].endswith("noload"):  # those compute on other inputs: timing only
+            assert r["rel_err"] < 1e-5, r
+
+
+def test_gemm_variants_agree_with_the_reference():
+    rows = [r for r in _run("tools/h200/gemm_variants.mjs", "--tiny") if "tile" in r]
+    tiles = {r["tile"] for r in rows}
+    assert {"int8xfew", "fused gate+up+swiglu, act int8", "down, act int8 ahead"} <= tiles
+    for r in rows:
+        assert r["us"] > 0 and r["relErr"] < 1e-5, r
+
+
+def test_gemm_variants_few_setting():
+    rows = [r for r in _run("tools/h200/gemm_variants.mjs", "--tiny", "--few=16,8") if "tile" in r]
+    assert [r["tile"] for r in rows] == ["fused gate+up+swiglu, act int8 (TT 16, KC 8)",
+                                         "down, act int8 ahead (TT 16, KC 8)"]
+    for r in rows:
+        assert r["relErr"] < 1e-5, r
