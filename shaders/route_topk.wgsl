@@ -2,6 +2,9 @@
 // than router_topk.wgsl then the product), with router_topk.wgsl's arithmetic step for step (the same max, the
 // same tree for the softmax's sum, the same ranking by probability, ties to the lower expert index, the same
 // renormalisation), so both give the same bits; only the ranking is organised differently (candidates first).
+// Every workgroup ranks before it loads a weight, so the ranking's latency is the product's: on the H200 a lane's
+// loop of dependent workgroup-memory loads costs far more than a barrier (tools/h200/route_variants.mjs), so the
+// loops read vec4s and rank all four of a lane's values per load.
 // route[0 .. n_exp) holds the router's logits; the writer workgroup also stores the ids at route[p.ids_base ..]
 // and the weights (f32 bits) at route[p.w_base ..] for the down product and the block's sums. 64 lanes,
 // n_exp <= 256: lane t holds experts 4t .. 4t + 3 (router_topk's lanes 4t .. 4t + 3).
@@ -9,8 +12,8 @@
 
 var<workgroup> max_sh: array<f32, 64>;
 var<workgroup> sum_sh: array<f32, 256>;
-var<workgroup> cand_p: array<f32, 256>;   // candidates: probability, expert
-var<workgroup> cand_i: array<u32, 256>;
+var<workgroup> lane_max_sh: array<vec4<f32>, 16>;   // lane t's largest probability at [t / 4][t % 4]
+var<workgroup> cand: array<vec2<u32>, 256>;         // candidates: probability (f32 bits), expert
 var<workgroup> n_cand: atomic<u32>;
 var<workgroup> threshold: f32;
 var<workgroup> ranked: array<u32, 64>;    // expert by rank (k <= 64)
@@ -48,40 +51,43 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   // Only experts at or above the k-th largest of the 64 lanes' maxima can be among the k (at least k values
   // reach it: those lanes' maxima), so only those candidates are ranked, against each other.
   let lane_max = max(max(prob.x, prob.y), max(prob.z, prob.w));
-  max_sh[t] = lane_max;
+  lane_max_sh[t >> 2u][t & 3u] = lane_max;
   if (t == 0u) {
     atomicStore(&n_cand, 0u);
   }
   workgroupBarrier();
-  var above = 0u;
-  for (var j = 0u; j < 64u; j++) {
-    let o = max_sh[j];
-    above += select(0u, 1u, o > lane_max || (o == lane_max && j < t));
+  var above = 0u;   // lanes whose maximum comes before this lane's (ties to the lower lane)
+  for (var j = 0u; j < 16u; j++) {
+    let o = lane_max_sh[j];
+    let before = (o > vec4<f32>(lane_max)) | ((o == vec4<f32>(lane_max)) & (vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u) <
+                                                                               vec4<u32>(t)));
+    above += dot(select(vec4<u32>(0u), vec4<u32>(1u), before), vec4<u32>(1u));
   }
   if (above == p.k - 1u) {
     threshold = lane_max;
   }
   workgroupBarrier();
   let floor_p = threshold;
+  let mine = live & (prob >= vec4<f32>(floor_p));
   for (var c = 0u; c < 4u; c++) {
-    if (live[c] && prob[c] >= floor_p) {
-      let at = atomicAdd(&n_cand, 1u);
-      cand_p[at] = prob[c];
-      cand_i[at] = idx[c];
+    if (mine[c]) {
+      cand[atomicAdd(&n_cand, 1u)] = vec2<u32>(bitcast<u32>(prob[c]), idx[c]);
     }
   }
   workgroupBarrier();
   let n = atomicLoad(&n_cand);
-  for (var c = 0u; c < 4u; c++) {
-    if (live[c] && prob[c] >= floor_p) {
-      var rank = 0u;
-      for (var j = 0u; j < n; j++) {
-        let o = cand_p[j];
-        rank += select(0u, 1u, o > prob[c] || (o == prob[c] && cand_i[j] < idx[c]));
-      }
-      if (rank < p.k) {
-        ranked[rank] = idx[c];
-        picked[rank] = prob[c];
+  if (any(mine)) {
+    // the lane's candidates' ranks, all four per candidate read (ties to the lower expert index)
+    var rank = vec4<u32>(0u);
+    for (var j = 0u; j < n; j++) {
+      let o = cand[j];
+      let o_p = vec4<f32>(bitcast<f32>(o.x));
+      rank += select(vec4<u32>(0u), vec4<u32>(1u), (o_p > prob) | ((o_p == prob) & (vec4<u32>(o.y) < idx)));
+    }
+    for (var c = 0u; c < 4u; c++) {
+      if (mine[c] && rank[c] < p.k) {
+        ranked[rank[c]] = idx[c];
+        picked[rank[c]] = prob[c];
       }
     }
   }

@@ -9,4 +9,4 @@ M="$MODELS/real$L-qwen35moe.gguf"
 python3 -m diskformer.cli bench-uploads --count 64
 python3 -m diskformer.cli bench --model "$M" --budgets all
 python3 -m diskformer.cli bench --model "$M" --budgets all --no-profile --decode 64 --step-by-step
-python3 -m diskformer.cli bench --model "$M" --budgets 0.25,0.10 --prompt 64 --decode 32 --no-profile --store-dir "$MODELS/stores"
+python3 -m diskformer.cli bench --model "$M" --budgets 0.25,0.10 --no-profile --store-dir "$MODELS/stores"

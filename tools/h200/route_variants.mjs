@@ -1,0 +1,181 @@
+// The decode's routed gate/up product (shaders/moe_gate_up.wgsl over resident Q8_0 pools, 8 of 256 experts and the
+// shared expert stacked as one more slot) at the real model's shape, with the router's top-k ranked by every
+// workgroup (ROUTE=topk, the engine's) against the same product reading the ids (ROUTE=ids: the top-k's own cost)
+// and variants of the ranking's organisation. Each variant's activations and stored ids / weights must equal the
+// engine's bit for bit.
+//   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
+// Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
+// whether its outputs are the engine's.
+import { createRequire } from 'node:module';
+import { assemble, gpuTools, rng } from './gpu_timing.mjs';
+
+const require = createRequire(import.meta.url);
+const dawn = require(process.env.DAWN_NODE || 'webgpu');
+Object.assign(globalThis, dawn.globals);
+const gpu = dawn.create(['disable-dawn-features=timestamp_quantization']);
+const adapter = await gpu.requestAdapter();
+const hasTs = adapter.features.has('timestamp-query');
+const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ['timestamp-query'] : [] });
+device.addEventListener('uncapturederror', (ev) => { console.error(ev.error.message); process.exit(1); });
+const tiny = process.argv.includes('--tiny');
+const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
+const U = GPUBufferUsage.UNIFORM;
+const { mkbuf, time, readback } = gpuTools(device, hasTs);
+
+const [nExp, k, rows, cols] = tiny ? [16, 4, 64, 256] : [256, 8, 512, 2048];
+// The pools hold 64 experts and the shared one (the ids map onto them): the bytes read are the same, and the buffers
+// fit a CPU adapter's 128 MiB bindings. (The 9 experts read stay in the L2 cache across repeats, as they do not
+// across the layers of a token: the loads read faster here than in the engine; the ranking's cost does not change.)
+const nb = cols / 32, pooled = Math.min(nExp, 64), slots = pooled + 1, shared = pooled;
+// the engine's launch shape (py_engine/gpu/kernels.py matvec_lanes, matvec_rows_per_group on a GPU adapter)
+let lanes = 1;
+while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
+while (lanes * 2 <= Math.min(nb, 64) && (rows * k * lanes) / 64 < 264) lanes *= 2;
+const rowsPer = Math.min(2, (rows * k * lanes) / 64 / 4 >= 256 ? 4 : 1);
+const perGroup = (64 / lanes) * rowsPer, gx = Math.ceil(rows / perGroup), gy = k + 1;
+const idsBase = Math.ceil((nExp + 1) / 64) * 64, wBase = idsBase + Math.ceil(k / 64) * 64;
+
+const r = rng(7);
+const bytes = (n) => Uint8Array.from({ length: n }, () => (r() * 256) | 0);
+const scales = (n) => Uint16Array.from({ length: n }, () => 0x1c00 + ((r() * 1024) | 0));  // f16 in [2^-8, 2^-7)
+const blocks = slots * rows * nb;
+const gCodes = mkbuf(bytes(blocks * 32)), gScales = mkbuf(scales(blocks));
+const uCodes = mkbuf(bytes(blocks * 32)), uScales = mkbuf(scales(blocks));
+const x = mkbuf(Float32Array.from({ length: cols }, () => r() * 2 - 1));
+const route0 = new Uint32Array(wBase + 64);
+new Float32Array(route0.buffer, 0, nExp).set(Float32Array.from({ length: nExp }, () => r() * 4 - 2));
+const slotMap = mkbuf(Uint32Array.from({ length: nExp }, (_, i) => (i * 37 + 11) % pooled));
+const params = (nExpP) => mkbuf(new Uint32Array([rows, nb, 0, nExpP, k, idsBase, wBase, shared]), U | CD);
+const actBytes = 4 * gy * rows;
+
+const engine = (route) => assemble('moe_gate_up.wgsl', { WFMT: 'q8', UFMT: 'q8', XFMT: 'q8', LANES: lanes, ROUTED: 'true',
+  ROWS: rowsPer, ROUTE: route });
+function edit(code, from, to) {
+  if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
+  return code.replace(from, to);
+}
+// x staged before the ranking: its loads no longer wait for the ranking's barriers
+const xFirst = (code) => edit(edit(code, '  var acc = vec4<f32>(0.0);\n  stage_x(lid.x, 64u, 0u, p.nb);\n',
+  '  var acc = vec4<f32>(0.0);\n'), '  var slot = 0u;\n', '  stage_x(lid.x, 64u, 0u, p.nb);\n  var slot = 0u;\n');
+// The ranking with 5 barriers instead of 20, the same arithmetic: the max read by every lane from the logits (a max
+// is exact in any order); each lane the softmax sum's first two tree levels for its own index (the four exps of
+// slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree in registers from the 64
+// partials.
+const fewBarriers = (code) => edit(code, `  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (t < s) {
+      max_sh[t] = max(max_sh[t], max_sh[t + s]);
+    }
+    workgroupBarrier();
+  }
+  let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(max_sh[0])), live);
+  for (var c = 0u; c < 4u; c++) {
+    sum_sh[idx[c]] = e[c];
+  }
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {   // router_topk's tree over 256 slots, 64 lanes doing its 256
+    for (var i = t; i < s; i += 64u) {
+      sum_sh[i] += sum_sh[i + s];
+    }
+    workgroupBarrier();
+  }
+  let prob = select(vec4<f32>(-1.0), e / vec4<f32>(sum_sh[0]), live);`, `  var m4 = vec4<f32>(-3.0e38);
+  for (var j = 0u; j + 4u <= p.n_exp; j += 4u) {
+    m4 = max(m4, vec4<f32>(bitcast<f32>(route[j]), bitcast<f32>(route[j + 1u]), bitcast<f32>(route[j + 2u]),
+                           bitcast<f32>(route[j + 3u])));
+  }
+  var mx = max(max(m4.x, m4.y), max(m4.z, m4.w));
+  for (var j = p.n_exp & ~3u; j < p.n_exp; j++) {
+    mx = max(mx, bitcast<f32>(route[j]));
+  }
+  let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(mx)), live);
+  var q: array<f32, 4>;
+  for (var c = 0u; c < 4u; c++) {
+    let j = t + 64u * c;
+    q[c] = select(0.0, exp(bitcast<f32>(route[min(j, p.n_exp - 1u)]) - mx), j < p.n_exp);
+  }
+  sum_sh[t] = (q[0] + q[2]) + (q[1] + q[3]);
+  workgroupBarrier();
+  var part: array<f32, 32>;
+  for (var i = 0u; i < 32u; i++) {
+    part[i] = sum_sh[i] + sum_sh[i + 32u];
+  }
+  for (var s = 16u; s > 0u; s >>= 1u) {
+    for (var i = 0u; i < s; i++) {
+      part[i] += part[i + s];
+    }
+  }
+  let prob = select(vec4<f32>(-1.0), e / vec4<f32>(part[0]), live);`);
+
+// Where the ranking's time goes (timing only: these pick other experts): the ranking cut short after a step, the
+// expert then taken from what it computed so far.
+const cutAfter = (code, line, value) => edit(code, line, `${line}\n  if (p.k > 0u) {\n    return (${value} + kk) % p.n_exp;\n  }`);
+const cuts = [
+  ['cut after the max', '  let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(max_sh[0])), live);', 'bitcast<u32>(max_sh[0])'],
+  ['cut after the softmax', '  let prob = select(vec4<f32>(-1.0), e / vec4<f32>(sum_sh[0]), live);   // unused slots: never picked',
+    'bitcast<u32>(sum_sh[0])'],
+  ['cut after the threshold', '  let floor_p = threshold;', 'bitcast<u32>(floor_p)'],
+];
+// the logits bound read-only (the ids and weights stored into act instead): whether the read_write binding costs
+const readOnlyLogits = (code) => edit(edit(edit(code, '@group(0) @binding(5) var<storage, read_write> route: array<u32>;',
+  '@group(0) @binding(5) var<storage, read> route: array<u32>;'), '    route[p.ids_base + t] = ranked[t];',
+  '    act[p.ids_base + t] = bitcast<f32>(ranked[t]);'), '    route[p.w_base + t] = bitcast<u32>(picked[t] / sum);',
+  '    act[p.w_base + t] = picked[t] / sum;');
+
+const variants = [
+  ['topk (engine)', engine('topk'), 'topk'],
+  ['ids (no ranking)', engine('ids'), 'ids'],
+  ['topk tree', engine('topk_tree'), 'topk'],
+  ['topk (engine), x staged first', xFirst(engine('topk')), 'topk'],
+  ['topk, 4 barriers, vec4 loops', engine('topk_4barriers'), 'topk'],
+  ['topk, x staged first', xFirst(engine('topk_tree')), 'topk'],
+  ['topk, 5 barriers', fewBarriers(engine('topk_tree')), 'topk'],
+  ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk_tree'), line, value), 'topk', 'timing only']),
+  ['topk, logits read-only', readOnlyLogits(engine('topk_tree')), 'topk', 'timing only'],
+];
+
+// the GPU's clock rises only after some work: half a second of the engine's kernel first
+let ref = null, refRoute = null;
+for (const [name, code, mode, timingOnly] of variants) {
+  const module = device.createShaderModule({ code });
+  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  const route = mode === 'topk' ? mkbuf(route0, S | CD | CS) : mkbuf(refRoute.slice(idsBase, idsBase + k), S | CD);
+  const act = device.createBuffer({ size: actBytes, usage: S | CS });
+  const binds = [params(mode === 'topk' ? nExp : 0), x, act, gCodes, gScales, route, slotMap, uCodes, uScales];
+  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+    entries: binds.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  await time(pipe, bg, gx, gy, 1);   // the outputs compared below
+  if (!ref) { const t0 = performance.now(); while (performance.now() - t0 < 500) await time(pipe, bg, gx, gy, 3); }
+  const y = await readback(act, actBytes);
+  let same = true;
+  if (mode === 'topk') {
+    const got = new Uint32Array((await readback(route, 4 * (wBase + k))).buffer);
+    if (refRoute) for (let i = idsBase; i < wBase + k; i++) same &&= got[i] === refRoute[i] || (i >= idsBase + k && i < wBase);
+    else refRoute = got;
+  }
+  if (ref) for (let i = 0; i < y.length; i++) same &&= Object.is(y[i], ref[i]);
+  else ref = y;
+  if (timingOnly) same = null;
+  const us = await time(pipe, bg, gx, gy, 20);
+  console.log(JSON.stringify({ variant: name, experts: [k, nExp], rows, cols, lanes, rows_per_group: rowsPer,
+    workgroups: gx * gy, us: +us.toFixed(2), same_as_engine: same }));
+}
+
+// The ranking as its own dispatch (router_topk.wgsl, one workgroup of 256, every expert ranked: the engine's where the
+// ids must reach the host first, the streamed pools), for the cost of ranking once before an ids product.
+{
+  const code = assemble('router_topk.wgsl', {});
+  const module = device.createShaderModule({ code });
+  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  const ids = device.createBuffer({ size: 256, usage: S | CS }), w = device.createBuffer({ size: 256, usage: S | CS });
+  const binds = [mkbuf(new Uint32Array([nExp, k, 1, 0]), U | CD), mkbuf(route0.slice(0, nExp)), ids, w];
+  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+    entries: binds.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  await time(pipe, bg, 1, 1, 1);
+  const got = new Uint32Array((await readback(ids, 4 * k)).buffer);
+  const same = got.every((v, i) => v === refRoute[idsBase + i]);
+  const us = await time(pipe, bg, 1, 1, 20);
+  console.log(JSON.stringify({ variant: 'router_topk.wgsl alone', experts: [k, nExp], workgroups: 1, us: +us.toFixed(2),
+    same_ids_as_engine: same }));
+}
