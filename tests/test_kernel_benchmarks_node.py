@@ -1,7 +1,8 @@
 """The kernel benchmarks of tools/h200 (run on the lent GPU for the figures in docs/benchmarks.md) in their --tiny form
 on this machine's adapter, so they cannot rot: each must run the engine's current shaders and its variants must
 agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the
-engine's layout, against which the other layouts are compared).
+engine's layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up
+product with its top-k, whose bits the other forms must give).
 """
 import json
 import shutil
@@ -46,3 +47,15 @@ def test_gemm_variants_few_setting():
                                          "down, act int8 ahead (TT 16, KC 8)"]
     for r in rows:
         assert r["relErr"] < 1e-5, r
+
+
+def test_route_variants_give_the_engines_bits():
+    rows = _run("tools/h200/route_variants.mjs", "--tiny")
+    by_name = {r["variant"]: r for r in rows}
+    assert {"topk (engine)", "ids (no ranking)", "topk, max and sum with 2 barriers",
+            "router_topk.wgsl alone"} <= set(by_name)
+    for r in rows:
+        assert r["us"] > 0
+        if "same_as_engine" in r and r["same_as_engine"] is not None:  # the cut forms pick other experts
+            assert r["same_as_engine"] is True, r
+    assert by_name["router_topk.wgsl alone"]["same_ids_as_engine"] is True

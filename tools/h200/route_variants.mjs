@@ -1,8 +1,9 @@
 // The decode's routed gate/up product (shaders/moe_gate_up.wgsl over resident Q8_0 pools, 8 of 256 experts and the
 // shared expert stacked as one more slot) at the real model's shape, with the router's top-k ranked by every
 // workgroup (ROUTE=topk, the engine's) against the same product reading the ids (ROUTE=ids: the top-k's own cost)
-// and variants of the ranking's organisation. Each variant's activations and stored ids / weights must equal the
-// engine's bit for bit.
+// and variants of the ranking's organisation; the ranking cut short after each of its steps (where its time goes);
+// and router_topk.wgsl alone (the ranking as its own dispatch). Each variant's activations and stored ids / weights
+// must equal the engine's bit for bit (the cut ones excepted: they pick other experts).
 //   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
 // whether its outputs are the engine's.
@@ -54,13 +55,10 @@ function edit(code, from, to) {
   if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
   return code.replace(from, to);
 }
-// x staged before the ranking: its loads no longer wait for the ranking's barriers
-const xFirst = (code) => edit(edit(code, '  var acc = vec4<f32>(0.0);\n  stage_x(lid.x, 64u, 0u, p.nb);\n',
-  '  var acc = vec4<f32>(0.0);\n'), '  var slot = 0u;\n', '  stage_x(lid.x, 64u, 0u, p.nb);\n  var slot = 0u;\n');
-// The ranking with 5 barriers instead of 20, the same arithmetic: the max read by every lane from the logits (a max
-// is exact in any order); each lane the softmax sum's first two tree levels for its own index (the four exps of
-// slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree in registers from the 64
-// partials.
+// The max and the softmax's sum with 2 barriers instead of 16, the same arithmetic, but longer loops per lane: the max
+// read by every lane from the logits (a max is exact in any order); each lane the sum's first two tree levels for
+// its own index (the four exps of slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree
+// in registers from the 64 partials. Slower on the H200: the ranking's time is in the lanes' loops, not the barriers.
 const fewBarriers = (code) => edit(code, `  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));
   workgroupBarrier();
   for (var s = 32u; s > 0u; s >>= 1u) {
@@ -126,13 +124,9 @@ const readOnlyLogits = (code) => edit(edit(edit(code, '@group(0) @binding(5) var
 const variants = [
   ['topk (engine)', engine('topk'), 'topk'],
   ['ids (no ranking)', engine('ids'), 'ids'],
-  ['topk tree', engine('topk_tree'), 'topk'],
-  ['topk (engine), x staged first', xFirst(engine('topk')), 'topk'],
-  ['topk, 4 barriers, vec4 loops', engine('topk_4barriers'), 'topk'],
-  ['topk, x staged first', xFirst(engine('topk_tree')), 'topk'],
-  ['topk, 5 barriers', fewBarriers(engine('topk_tree')), 'topk'],
-  ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk_tree'), line, value), 'topk', 'timing only']),
-  ['topk, logits read-only', readOnlyLogits(engine('topk_tree')), 'topk', 'timing only'],
+  ['topk, max and sum with 2 barriers', fewBarriers(engine('topk')), 'topk'],
+  ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk'), line, value), 'topk', 'timing only']),
+  ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
 ];
 
 // the GPU's clock rises only after some work: half a second of the engine's kernel first
