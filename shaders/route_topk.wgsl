@@ -30,9 +30,9 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   }
   max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
+  for (var s = 16u; s > 0u; s >>= 2u) {   // two levels of the tree per barrier (a max is exact in any order)
     if (t < s) {
-      max_sh[t] = max(max_sh[t], max_sh[t + s]);
+      max_sh[t] = max(max(max_sh[t], max_sh[t + 2u * s]), max(max_sh[t + s], max_sh[t + 3u * s]));
     }
     workgroupBarrier();
   }
@@ -41,9 +41,12 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
     sum_sh[idx[c]] = e[c];
   }
   workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {   // router_topk's tree over 256 slots, 64 lanes doing its 256
-    for (var i = t; i < s; i += 64u) {
-      sum_sh[i] += sum_sh[i + s];
+  // router_topk's tree over 256 slots (level s adds slot i + s into slot i), two levels per barrier: slot i < s
+  // gets (x_i + x_{i+2s}) + (x_{i+s} + x_{i+3s}), the same additions in the same association; each lane reads
+  // only the slots it writes.
+  for (var s = 64u; s > 0u; s >>= 2u) {
+    if (t < s) {
+      sum_sh[t] = (sum_sh[t] + sum_sh[t + 2u * s]) + (sum_sh[t + s] + sum_sh[t + 3u * s]);
     }
     workgroupBarrier();
   }

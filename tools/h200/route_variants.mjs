@@ -55,15 +55,15 @@ function edit(code, from, to) {
   if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
   return code.replace(from, to);
 }
-// The max and the softmax's sum with 2 barriers instead of 16, the same arithmetic, but longer loops per lane: the max
+// The max and the softmax's sum with 2 barriers instead of 8, the same arithmetic, but longer loops per lane: the max
 // read by every lane from the logits (a max is exact in any order); each lane the sum's first two tree levels for
 // its own index (the four exps of slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree
 // in registers from the 64 partials. Slower on the H200: the ranking's time is in the lanes' loops, not the barriers.
 const fewBarriers = (code) => edit(code, `  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));
   workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
+  for (var s = 16u; s > 0u; s >>= 2u) {   // two levels of the tree per barrier (a max is exact in any order)
     if (t < s) {
-      max_sh[t] = max(max_sh[t], max_sh[t + s]);
+      max_sh[t] = max(max(max_sh[t], max_sh[t + 2u * s]), max(max_sh[t + s], max_sh[t + 3u * s]));
     }
     workgroupBarrier();
   }
@@ -72,9 +72,12 @@ const fewBarriers = (code) => edit(code, `  max_sh[t] = max(max(v.x, v.y), max(v
     sum_sh[idx[c]] = e[c];
   }
   workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {   // router_topk's tree over 256 slots, 64 lanes doing its 256
-    for (var i = t; i < s; i += 64u) {
-      sum_sh[i] += sum_sh[i + s];
+  // router_topk's tree over 256 slots (level s adds slot i + s into slot i), two levels per barrier: slot i < s
+  // gets (x_i + x_{i+2s}) + (x_{i+s} + x_{i+3s}), the same additions in the same association; each lane reads
+  // only the slots it writes.
+  for (var s = 64u; s > 0u; s >>= 2u) {
+    if (t < s) {
+      sum_sh[t] = (sum_sh[t] + sum_sh[t + 2u * s]) + (sum_sh[t + s] + sum_sh[t + 3u * s]);
     }
     workgroupBarrier();
   }
@@ -124,6 +127,7 @@ const readOnlyLogits = (code) => edit(edit(edit(code, '@group(0) @binding(5) var
 const variants = [
   ['topk (engine)', engine('topk'), 'topk'],
   ['ids (no ranking)', engine('ids'), 'ids'],
+  ['topk prev', engine('topk_prev'), 'topk'],
   ['topk, max and sum with 2 barriers', fewBarriers(engine('topk')), 'topk'],
   ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk'), line, value), 'topk', 'timing only']),
   ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
