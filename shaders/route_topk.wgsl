@@ -4,7 +4,7 @@
 // renormalisation), so both give the same bits; only the ranking is organised differently (candidates first).
 // Every workgroup ranks before it loads a weight, so the ranking's latency is the product's: on the H200 a lane's
 // loop of dependent workgroup-memory loads costs far more than a barrier (tools/h200/route_variants.mjs), so the
-// loops read vec4s and rank all four of a lane's values per load.
+// loops read vec4s and rank all four of a lane's values per load, and the trees take two levels per barrier.
 // route[0 .. n_exp) holds the router's logits; the writer workgroup also stores the ids at route[p.ids_base ..]
 // and the weights (f32 bits) at route[p.w_base ..] for the down product and the block's sums. 64 lanes,
 // n_exp <= 256: lane t holds experts 4t .. 4t + 3 (router_topk's lanes 4t .. 4t + 3).

@@ -127,7 +127,6 @@ const readOnlyLogits = (code) => edit(edit(edit(code, '@group(0) @binding(5) var
 const variants = [
   ['topk (engine)', engine('topk'), 'topk'],
   ['ids (no ranking)', engine('ids'), 'ids'],
-  ['topk prev', engine('topk_prev'), 'topk'],
   ['topk, max and sum with 2 barriers', fewBarriers(engine('topk')), 'topk'],
   ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk'), line, value), 'topk', 'timing only']),
   ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
