@@ -62,8 +62,8 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   var above = 0u;   // lanes whose maximum comes before this lane's (ties to the lower lane)
   for (var j = 0u; j < 16u; j++) {
     let o = lane_max_sh[j];
-    let before = (o > vec4<f32>(lane_max)) | ((o == vec4<f32>(lane_max)) & (vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u) <
-                                                                               vec4<u32>(t)));
+    let lanes = vec4<u32>(4u * j) + vec4<u32>(0u, 1u, 2u, 3u);
+    let before = (o > vec4<f32>(lane_max)) | ((o == vec4<f32>(lane_max)) & (lanes < vec4<u32>(t)));
     above += dot(select(vec4<u32>(0u), vec4<u32>(1u), before), vec4<u32>(1u));
   }
   if (above == p.k - 1u) {
