@@ -5,16 +5,9 @@
 //   DAWN_NODE=path/dawn.node node tools/h200/gdn_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (median of repeats), µs per row, and the largest difference
 // of its outputs from the first variant's, relative to the largest |output|.
-import { createRequire } from 'node:module';
-import { assemble, gpuTools, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, rng } from './gpu_timing.mjs';
 
-const require = createRequire(import.meta.url);
-const dawn = require(process.env.DAWN_NODE || 'webgpu');
-Object.assign(globalThis, dawn.globals);
-const gpu = dawn.create(['disable-dawn-features=timestamp_quantization']);
-const adapter = await gpu.requestAdapter();
-const hasTs = adapter.features.has('timestamp-query');
-const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ['timestamp-query'] : [] });
+const { device, hasTs } = await dawnDevice();
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;

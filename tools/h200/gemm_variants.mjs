@@ -9,21 +9,10 @@
 // dispatches in one pass; wall clock per submit where the device has no timestamp queries), TFLOP/s (2 · rows · K ·
 // tokens; the int8 tile's multiply-adds counted alike) and the largest error of sampled outputs against a JS
 // reference of the same arithmetic (int8: x quantised as llama.cpp does), relative to the largest |output|.
-import { createRequire } from 'node:module';
-import { assemble, f16, gpuTools, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, f16, gpuTools, rng } from './gpu_timing.mjs';
 
-const require = createRequire(import.meta.url);
-const dawn = require(process.env.DAWN_NODE || 'webgpu');
-Object.assign(globalThis, dawn.globals);
-const gpu = dawn.create(['disable-dawn-features=timestamp_quantization']);
-const adapter = await gpu.requestAdapter();
-const hasTs = adapter.features.has('timestamp-query');
-const device = await adapter.requestDevice({
-  requiredFeatures: hasTs ? ['timestamp-query'] : [],
-  requiredLimits: { maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-                    maxBufferSize: adapter.limits.maxBufferSize,
-                    maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage },
-});
+const { adapter, device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize',
+  'maxStorageBuffersPerShaderStage']);
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;

@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// What the kernel benchmarks here share: a seeded generator, an f16 decoder, the engine's shaders assembled, and for
+// What the kernel benchmarks here share: Dawn's device, a seeded generator, an f16 decoder, the engine's shaders assembled, and for
 // one device the upload, the timing of R back-to-back dispatches in one pass (median over repeats: timestamp queries
 // where the device has them, else the wall clock per submit) and the readback of an f32 buffer. Needs Dawn's globals
 // (GPUBufferUsage, ...).
@@ -18,6 +19,23 @@ export function assemble(name, consts, seen = new Set()) {
   });
   return text.replace(/^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$/gm, (_, inc) =>
     seen.has(inc) ? `// ${inc} already included` : assemble(inc, consts, seen));
+}
+
+// Dawn's Node binding (DAWN_NODE, else the `webgpu` package) with its globals set (GPUBufferUsage, ...), and a device
+// with timestamp queries where the adapter has them (Dawn's 65.5 µs rounding of them off) and the adapter's own
+// values of `limits` (names); a validation error ends the process rather than letting a benchmark time nothing.
+let instance = null;   // Dawn's instance must outlive its devices (collected, the process crashes)
+
+export async function dawnDevice(limits = []) {
+  const dawn = createRequire(import.meta.url)(process.env.DAWN_NODE || 'webgpu');
+  Object.assign(globalThis, dawn.globals);
+  instance = dawn.create(['disable-dawn-features=timestamp_quantization']);
+  const adapter = await instance.requestAdapter();
+  const hasTs = adapter.features.has('timestamp-query');
+  const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ['timestamp-query'] : [],
+    requiredLimits: Object.fromEntries(limits.map((name) => [name, adapter.limits[name]])) });
+  device.addEventListener('uncapturederror', (ev) => { console.error(ev.error.message); process.exit(1); });
+  return { adapter, device, hasTs };
 }
 
 export const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];

@@ -7,17 +7,9 @@
 //   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
 // whether its outputs are the engine's.
-import { createRequire } from 'node:module';
-import { assemble, gpuTools, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, rng } from './gpu_timing.mjs';
 
-const require = createRequire(import.meta.url);
-const dawn = require(process.env.DAWN_NODE || 'webgpu');
-Object.assign(globalThis, dawn.globals);
-const gpu = dawn.create(['disable-dawn-features=timestamp_quantization']);
-const adapter = await gpu.requestAdapter();
-const hasTs = adapter.features.has('timestamp-query');
-const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ['timestamp-query'] : [] });
-device.addEventListener('uncapturederror', (ev) => { console.error(ev.error.message); process.exit(1); });
+const { device, hasTs } = await dawnDevice();
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
@@ -59,29 +51,13 @@ function edit(code, from, to) {
 // read by every lane from the logits (a max is exact in any order); each lane the sum's first two tree levels for
 // its own index (the four exps of slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree
 // in registers from the 64 partials. Slower on the H200: the ranking's time is in the lanes' loops, not the barriers.
-const fewBarriers = (code) => edit(code, `  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));
-  workgroupBarrier();
-  for (var s = 16u; s > 0u; s >>= 2u) {   // two levels of the tree per barrier (a max is exact in any order)
-    if (t < s) {
-      max_sh[t] = max(max(max_sh[t], max_sh[t + 2u * s]), max(max_sh[t + s], max_sh[t + 3u * s]));
-    }
-    workgroupBarrier();
-  }
-  let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(max_sh[0])), live);
-  for (var c = 0u; c < 4u; c++) {
-    sum_sh[idx[c]] = e[c];
-  }
-  workgroupBarrier();
-  // router_topk's tree over 256 slots (level s adds slot i + s into slot i), two levels per barrier: slot i < s
-  // gets (x_i + x_{i+2s}) + (x_{i+s} + x_{i+3s}), the same additions in the same association; each lane reads
-  // only the slots it writes.
-  for (var s = 64u; s > 0u; s >>= 2u) {
-    if (t < s) {
-      sum_sh[t] = (sum_sh[t] + sum_sh[t + 2u * s]) + (sum_sh[t + s] + sum_sh[t + 3u * s]);
-    }
-    workgroupBarrier();
-  }
-  let prob = select(vec4<f32>(-1.0), e / vec4<f32>(sum_sh[0]), live);`, `  var m4 = vec4<f32>(-3.0e38);
+// the engine's max and softmax sum: from the lanes' maxima to the probabilities' line
+function maxAndSum(code) {
+  const a = code.indexOf('  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));'), b = code.indexOf('  let prob = select(', a);
+  if (a < 0 || b < 0) throw new Error('variant: the max and sum of route_topk.wgsl not found');
+  return code.slice(a, code.indexOf('\n', b));
+}
+const fewBarriers = (code) => edit(code, maxAndSum(code), `  var m4 = vec4<f32>(-3.0e38);
   for (var j = 0u; j + 4u <= p.n_exp; j += 4u) {
     m4 = max(m4, vec4<f32>(bitcast<f32>(route[j]), bitcast<f32>(route[j + 1u]), bitcast<f32>(route[j + 2u]),
                            bitcast<f32>(route[j + 3u])));
