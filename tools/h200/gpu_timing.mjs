@@ -3,10 +3,10 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// What the kernel benchmarks here share: Dawn's device, a seeded generator, an f16 decoder, the engine's shaders assembled, and for
-// one device the upload, the timing of R back-to-back dispatches in one pass (median over repeats: timestamp queries
-// where the device has them, else the wall clock per submit) and the readback of an f32 buffer. Needs Dawn's globals
-// (GPUBufferUsage, ...).
+// What the kernel benchmarks here share: Dawn's device, a seeded generator, an f16 decoder, the engine's shaders
+// assembled, and for one device the upload, the timing of R back-to-back dispatches in one pass (median over repeats:
+// timestamp queries where the device has them, else the wall clock per submit) and the readback of an f32 buffer.
+// Needs Dawn's globals (GPUBufferUsage, ...: dawnDevice sets them).
 const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
 
 // A shader of shaders/ with its #include "x.wgsl" inserted (once each) and {{NAME}} placeholders filled, as

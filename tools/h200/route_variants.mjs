@@ -47,16 +47,16 @@ function edit(code, from, to) {
   if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
   return code.replace(from, to);
 }
-// The max and the softmax's sum with 2 barriers instead of 8, the same arithmetic, but longer loops per lane: the max
-// read by every lane from the logits (a max is exact in any order); each lane the sum's first two tree levels for
-// its own index (the four exps of slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree
-// in registers from the 64 partials. Slower on the H200: the ranking's time is in the lanes' loops, not the barriers.
 // the engine's max and softmax sum: from the lanes' maxima to the probabilities' line
 function maxAndSum(code) {
   const a = code.indexOf('  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));'), b = code.indexOf('  let prob = select(', a);
   if (a < 0 || b < 0) throw new Error('variant: the max and sum of route_topk.wgsl not found');
   return code.slice(a, code.indexOf('\n', b));
 }
+// The max and the softmax's sum with 2 barriers instead of 8, the same arithmetic, but longer loops per lane: the max
+// read by every lane from the logits (a max is exact in any order); each lane the sum's first two tree levels for
+// its own index (the four exps of slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree
+// in registers from the 64 partials. Slower on the H200: the ranking's time is in the lanes' loops, not the barriers.
 const fewBarriers = (code) => edit(code, maxAndSum(code), `  var m4 = vec4<f32>(-3.0e38);
   for (var j = 0u; j + 4u <= p.n_exp; j += 4u) {
     m4 = max(m4, vec4<f32>(bitcast<f32>(route[j]), bitcast<f32>(route[j + 1u]), bitcast<f32>(route[j + 2u]),
@@ -108,18 +108,26 @@ const variants = [
   ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
 ];
 
-// the GPU's clock rises only after some work: half a second of the engine's kernel first
-let ref = null, refRoute = null;
-for (const [name, code, mode, timingOnly] of variants) {
+// a pipeline of `code` and its bind group: buffers[i] at binding i
+function bound(code, buffers) {
   const module = device.createShaderModule({ code });
   const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  return { pipe, bg };
+}
+
+let ref = null, refRoute = null;
+for (const [name, code, mode, timingOnly] of variants) {
   const route = mode === 'topk' ? mkbuf(route0, S | CD | CS) : mkbuf(refRoute.slice(idsBase, idsBase + k), S | CD);
   const act = device.createBuffer({ size: actBytes, usage: S | CS });
-  const binds = [params(mode === 'topk' ? nExp : 0), x, act, gCodes, gScales, route, slotMap, uCodes, uScales];
-  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-    entries: binds.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  const { pipe, bg } = bound(code, [params(mode === 'topk' ? nExp : 0), x, act, gCodes, gScales, route, slotMap,
+    uCodes, uScales]);
   await time(pipe, bg, gx, gy, 1);   // the outputs compared below
-  if (!ref) { const t0 = performance.now(); while (performance.now() - t0 < 500) await time(pipe, bg, gx, gy, 3); }
+  if (!ref) {   // the GPU's clock rises only after some work: half a second of the engine's kernel first
+    const t0 = performance.now();
+    while (performance.now() - t0 < 500) await time(pipe, bg, gx, gy, 3);
+  }
   const y = await readback(act, actBytes);
   let same = true;
   if (mode === 'topk') {
@@ -138,13 +146,9 @@ for (const [name, code, mode, timingOnly] of variants) {
 // The ranking as its own dispatch (router_topk.wgsl, one workgroup of 256, every expert ranked: the engine's where the
 // ids must reach the host first, the streamed pools), for the cost of ranking once before an ids product.
 {
-  const code = assemble('router_topk.wgsl', {});
-  const module = device.createShaderModule({ code });
-  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
   const ids = device.createBuffer({ size: 256, usage: S | CS }), w = device.createBuffer({ size: 256, usage: S | CS });
-  const binds = [mkbuf(new Uint32Array([nExp, k, 1, 0]), U | CD), mkbuf(route0.slice(0, nExp)), ids, w];
-  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-    entries: binds.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  const { pipe, bg } = bound(assemble('router_topk.wgsl', {}),
+    [mkbuf(new Uint32Array([nExp, k, 1, 0]), U | CD), mkbuf(route0.slice(0, nExp)), ids, w]);
   await time(pipe, bg, 1, 1, 1);
   const got = new Uint32Array((await readback(ids, 4 * k)).buffer);
   const same = got.every((v, i) => v === refRoute[idsBase + i]);
