@@ -20,10 +20,19 @@ fn load_qk(t: u32, q_at: u32, k_at: u32) -> vec2<f32> {
   red_q[t] = sq;
   red_k[t] = sk;
   workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      red_q[t] += red_q[t + s];
-      red_k[t] += red_k[t + s];
+  var s = WG / 2u;
+  for (; s > 1u; s >>= 2u) {   // two levels per barrier, the same association (row_reduce4.wgsl)
+    let h = s / 2u;
+    if (t < h) {
+      red_q[t] = (red_q[t] + red_q[t + s]) + (red_q[t + h] + red_q[t + h + s]);
+      red_k[t] = (red_k[t] + red_k[t + s]) + (red_k[t + h] + red_k[t + h + s]);
+    }
+    workgroupBarrier();
+  }
+  if (s == 1u) {
+    if (t == 0u) {
+      red_q[0] += red_q[1];
+      red_k[0] += red_k[1];
     }
     workgroupBarrier();
   }

@@ -52,13 +52,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
   }
   workgroupBarrier();
-  // row_reduce4's group_sum tree, for every (expert, row) at once
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s && row0 < p.rows) {
+  // row_reduce4's group_sum tree (two levels per barrier), for every (expert, row) at once
+  var s = LANES / 2u;
+  for (; s > 1u; s >>= 2u) {
+    let h = s / 2u;
+    if (lane < h && row0 < p.rows) {
       for (var e = 0u; e < N_E; e++) {
         for (var i = 0u; i < ROWS; i++) {
           let at = (e * ROWS + i) * 64u + t;
-          red[at] += red[at + s];
+          red[at] = (red[at] + red[at + s]) + (red[at + h] + red[at + h + s]);
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (s == 1u) {
+    if (lane == 0u && row0 < p.rows) {
+      for (var e = 0u; e < N_E; e++) {
+        for (var i = 0u; i < ROWS; i++) {
+          let at = (e * ROWS + i) * 64u + t;
+          red[at] += red[at + 1u];
         }
       }
     }

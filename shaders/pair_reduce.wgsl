@@ -6,9 +6,17 @@ fn pair_sum(acc: vec2<f32>, tid: u32) -> vec2<f32> {
   let lane = tid % LANES;
   pair_red[tid] = acc;
   workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      pair_red[tid] += pair_red[tid + s];
+  var s = LANES / 2u;
+  for (; s > 1u; s >>= 2u) {   // two levels per barrier, the same association (row_reduce4.wgsl)
+    let h = s / 2u;
+    if (lane < h) {
+      pair_red[tid] = (pair_red[tid] + pair_red[tid + s]) + (pair_red[tid + h] + pair_red[tid + h + s]);
+    }
+    workgroupBarrier();
+  }
+  if (s == 1u) {
+    if (lane == 0u) {
+      pair_red[tid] += pair_red[tid + 1u];
     }
     workgroupBarrier();
   }

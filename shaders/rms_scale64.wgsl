@@ -16,9 +16,10 @@ fn rms_scale64(tid: u32, xv0: u32, n: u32, eps: f32) -> f32 {
   norm_red[4u * tid + 2u] = acc.z;
   norm_red[4u * tid + 3u] = acc.w;
   workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
-    for (var vt = tid; vt < s; vt += 64u) {
-      norm_red[vt] += norm_red[vt + s];
+  for (var s = 128u; s > 1u; s >>= 2u) {   // two levels per barrier, the same association (row_reduce4.wgsl)
+    let h = s / 2u;
+    if (tid < h) {
+      norm_red[tid] = (norm_red[tid] + norm_red[tid + s]) + (norm_red[tid + h] + norm_red[tid + h + s]);
     }
     workgroupBarrier();
   }

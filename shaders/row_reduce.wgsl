@@ -6,9 +6,17 @@ fn row_sum(acc: f32, tid: u32) -> f32 {
   let lane = tid % LANES;
   row_red[tid] = acc;
   workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      row_red[tid] += row_red[tid + s];
+  var s = LANES / 2u;
+  for (; s > 1u; s >>= 2u) {   // two levels per barrier, the same association (row_reduce4.wgsl)
+    let h = s / 2u;
+    if (lane < h) {
+      row_red[tid] = (row_red[tid] + row_red[tid + s]) + (row_red[tid + h] + row_red[tid + h + s]);
+    }
+    workgroupBarrier();
+  }
+  if (s == 1u) {
+    if (lane == 0u) {
+      row_red[tid] += row_red[tid + 1u];
     }
     workgroupBarrier();
   }

@@ -9,9 +9,19 @@ fn group_sum(acc: vec4<f32>, tid: u32) -> vec4<f32> {
   let lane = tid % LANES;
   red4[tid] = acc;
   workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      red4[tid] += red4[tid + s];
+  // two levels per barrier: lane i < s/2 adds (i + s) and (i + s/2 + s) into i and i + s/2 first, the same
+  // additions in the same association as one level at a time (the same bits); a lone last level after
+  var s = LANES / 2u;
+  for (; s > 1u; s >>= 2u) {
+    let h = s / 2u;
+    if (lane < h) {
+      red4[tid] = (red4[tid] + red4[tid + s]) + (red4[tid + h] + red4[tid + h + s]);
+    }
+    workgroupBarrier();
+  }
+  if (s == 1u) {
+    if (lane == 0u) {
+      red4[tid] += red4[tid + 1u];
     }
     workgroupBarrier();
   }

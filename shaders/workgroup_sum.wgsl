@@ -7,9 +7,17 @@ var<workgroup> sum_red: array<f32, SUM_LANES>;
 fn workgroup_sum(v: f32, t: u32) -> f32 {
   sum_red[t] = v;
   workgroupBarrier();
-  for (var s = SUM_LANES / 2u; s > 0u; s >>= 1u) {
-    if (t < s) {
-      sum_red[t] += sum_red[t + s];
+  var s = SUM_LANES / 2u;
+  for (; s > 1u; s >>= 2u) {   // two levels per barrier, the same association (row_reduce4.wgsl)
+    let h = s / 2u;
+    if (t < h) {
+      sum_red[t] = (sum_red[t] + sum_red[t + s]) + (sum_red[t + h] + sum_red[t + h + s]);
+    }
+    workgroupBarrier();
+  }
+  if (s == 1u) {
+    if (t == 0u) {
+      sum_red[0] += sum_red[1];
     }
     workgroupBarrier();
   }

@@ -2,7 +2,8 @@
 on this machine's adapter, so they cannot rot: each must run the engine's current shaders and its variants must
 agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the
 engine's layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up
-product with its top-k, whose bits the other forms must give).
+product with its top-k, whose bits the other forms must give; dispatch_chain.mjs: every dispatch of its chain
+counted).
 """
 import json
 import shutil
@@ -59,3 +60,12 @@ def test_route_variants_give_the_engines_bits():
         if "same_as_engine" in r and r["same_as_engine"] is not None:  # the cut forms pick other experts
             assert r["same_as_engine"] is True, r
     assert by_name["router_topk.wgsl alone"]["same_ids_as_engine"] is True
+
+
+def test_dispatch_chain_counts_every_dispatch():
+    rows = _run("tools/h200/dispatch_chain.mjs", "--tiny")
+    by_case = {r["case"]: r for r in rows}
+    assert by_case["chain check"]["ok"] is True
+    assert {"dispatches, each reading the one before", "dispatches on separate buffers",
+            "workgroup barriers in each dispatch"} <= set(by_case)
+    assert all(r["us"] > 0 for r in rows if "us" in r)
