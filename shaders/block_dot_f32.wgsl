@@ -9,7 +9,3 @@ fn block_dot_q(blk: u32, b: u32) -> f32 {
   }
   return s;
 }
-
-fn block_dot_loaded(w: WBlock, b: u32) -> f32 {
-  return block_dot_q(w.blk, b);
-}

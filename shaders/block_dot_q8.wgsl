@@ -3,8 +3,3 @@
 fn block_dot_q(blk: u32, b: u32) -> f32 {
   return xq_dot(w_codes[2u * blk], w_codes[2u * blk + 1u], b, w_scale(blk));
 }
-
-// block_dot_q of a block loaded ahead (w_block): the same arithmetic.
-fn block_dot_loaded(w: WBlock, b: u32) -> f32 {
-  return xq_dot(w.c0, w.c1, b, w.d);
-}

@@ -45,36 +45,28 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let t = lid.x;
   let h = wg.y;
   let kh = h % p.n_k_heads;
-  let j = wg.x * COLS + t % COLS;
-  let slice = t / COLS;
-  let live = j < p.dv;                 // lanes past dv still take part in the barriers
-  let sb = h * p.dk * p.dv + j;
-  let keep = live && step.pos != 0u;   // position 0: the stored S reads as zeros
-
-  // this lane's rows of column j, loaded before q and k are staged (their norms' barriers) so that the state's
-  // memory round trip overlaps them (constant trip counts, so a compiler can unroll and keep `rows` in registers)
-  var rows: array<f32, MAX_ROWS>;
-  for (var r = 0u; r < MAX_ROWS; r++) {
-    let i = slice + r * SLICES;
-    rows[r] = 0.0;
-    if (i < p.dk && keep) {
-      rows[r] = state[sb + i * p.dv];
-    }
-  }
-  let beta = 1.0 / (1.0 + exp(-dn[h]));
-  let decay = exp(softplus(dn[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
   let scales = load_qk(t, p.q_base + kh * p.dk, p.k_base + kh * p.dk);
   let q_scale = scales.x;
   let k_scale = scales.y;
 
-  // the rows decayed, and their part of Sᵀk
+  let j = wg.x * COLS + t % COLS;
+  let slice = t / COLS;
+  let live = j < p.dv;                 // lanes past dv still take part in the barriers
+  let beta = 1.0 / (1.0 + exp(-dn[h]));
+  let decay = exp(softplus(dn[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
+  let sb = h * p.dk * p.dv + j;
+  let fresh = step.pos == 0u;
+
+  // this lane's rows of column j, decayed; and their part of Sᵀk
+  // (constant trip counts, so a compiler can unroll and keep `rows` in registers)
+  var rows: array<f32, MAX_ROWS>;
   var s_k = 0.0;
   for (var r = 0u; r < MAX_ROWS; r++) {
     let i = slice + r * SLICES;
     var s = 0.0;
     if (i < p.dk) {
-      if (keep) {
-        s = rows[r] * decay;
+      if (live && !fresh) {
+        s = state[sb + i * p.dv] * decay;
       }
       s_k += s * k_sh[i];
     }

@@ -42,9 +42,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       y_old[i] = y[p.y_base + min(row0 + i, p.rows - 1u)];
     }
   }
-  rows_first_load(row0, lane, 0u, p.rows, p.nb);   // the first weights in flight while the input is staged
   stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
-  let acc = rows_partial_first(row0, lane, 0u, p.rows, p.nb);
+  let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   var vals = total;
   if (ACCUMULATE) {

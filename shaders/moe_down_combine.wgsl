@@ -38,38 +38,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       h_old[i] = h[min(row0 + i, p.rows - 1u)];
     }
   }
-  // Every expert's slot, then, where a lane takes single blocks (no 4-block steps: the real model's 16 blocks on
-  // 16 lanes), each expert's first block of the group's rows: all in flight while the activations are staged,
-  // rather than one expert's round trips after another's once they are. The products then run in rows_partial_at's
-  // order (the same bits).
-  var slots: array<u32, N_E>;
-  for (var e = 0u; e < N_E; e++) {
-    slots[e] = p.shared_slot;
-    if (e < p.k) {
-      slots[e] = slot_map[p.map_base + route[p.ids_base + e]];
-    }
-  }
-  let ahead = row0 < p.rows && lane + 3u * LANES >= p.nb;
-  var first: array<WBlock, N_E * ROWS>;
-  if (ahead) {
-    for (var e = 0u; e < N_E; e++) {
-      for (var i = 0u; i < ROWS; i++) {
-        first[e * ROWS + i] = w_block((slots[e] * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + lane);
-      }
-    }
-  }
   stage_x(t, 64u, 0u, N_E * p.nb);
   if (row0 < p.rows) {
     for (var e = 0u; e < N_E; e++) {
-      var acc = vec4<f32>(0.0);
-      if (ahead) {
-        for (var i = 0u; i < ROWS; i++) {
-          acc[i] += block_dot_loaded(first[e * ROWS + i], e * p.nb + lane);
-        }
-        acc = rows_partial_from(acc, row0, lane, lane + LANES, slots[e] * p.rows, p.rows, p.nb, e * p.nb);
-      } else {
-        acc = rows_partial_at(row0, lane, slots[e] * p.rows, p.rows, p.nb, e * p.nb);
+      var slot = p.shared_slot;
+      if (e < p.k) {
+        slot = slot_map[p.map_base + route[p.ids_base + e]];
       }
+      let acc = rows_partial_at(row0, lane, slot * p.rows, p.rows, p.nb, e * p.nb);
       for (var i = 0u; i < ROWS; i++) {
         red[(e * ROWS + i) * 64u + t] = acc[i];
       }

@@ -43,38 +43,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
   }
   var acc = vec4<f32>(0.0);
-  // The first step's gate and up blocks (lane and lane + LANES of each row) in flight while x is staged, rather
-  // than loaded after its barrier; the step then runs as the loop's would (the same bits).
-  var first_g: array<WBlock, 4>;   // [row][block]
-  var first_u: array<UBlock, 4>;
-  let ahead = row0 < p.rows && lane + LANES < p.nb;
-  if (ahead) {
-    for (var i = 0u; i < ROWS; i++) {
-      let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + lane;
-      first_g[2u * i] = w_block(blk);
-      first_u[2u * i] = u_block(blk);
-      first_g[2u * i + 1u] = w_block(blk + LANES);
-      first_u[2u * i + 1u] = u_block(blk + LANES);
-    }
-  }
   stage_x(lid.x, 64u, 0u, p.nb);
   if (row0 < p.rows) {
     // Two of the lane's blocks per step (the same additions in the same order as one at a time), so that twice
     // the independent loads are in flight.
     var b = lane;
-    if (ahead) {
-      for (var i = 0u; i < ROWS; i++) {
-        let g0 = block_dot_loaded(first_g[2u * i], b);
-        let u0 = up_block_dot_loaded(first_u[2u * i], b);
-        let g1 = block_dot_loaded(first_g[2u * i + 1u], b + LANES);
-        let u1 = up_block_dot_loaded(first_u[2u * i + 1u], b + LANES);
-        acc[2u * i] += g0;
-        acc[2u * i + 1u] += u0;
-        acc[2u * i] += g1;
-        acc[2u * i + 1u] += u1;
-      }
-      b += 2u * LANES;
-    }
     for (; b + LANES < p.nb; b += 2u * LANES) {
       for (var i = 0u; i < ROWS; i++) {
         let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b;   // rows past the end: never written

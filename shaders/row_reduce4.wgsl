@@ -39,15 +39,9 @@ fn rows_partial(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32
 // The same against the staged activations from block xb on (a product over several staged inputs, such as
 // moe_down_combine.wgsl's experts).
 fn rows_partial_at(row0: u32, lane: u32, base: u32, rows: u32, nb: u32, xb: u32) -> vec4<f32> {
-  return rows_partial_from(vec4<f32>(0.0), row0, lane, lane, base, rows, nb, xb);
-}
-
-// rows_partial_at's steps from block b0 (a lane's first block, or past a step done apart), added onto acc.
-fn rows_partial_from(acc0: vec4<f32>, row0: u32, lane: u32, b0: u32, base: u32, rows: u32, nb: u32, xb: u32)
-    -> vec4<f32> {
-  var acc = acc0;
+  var acc = vec4<f32>(0.0);
   if (row0 < rows) {
-    var b = b0;
+    var b = lane;
     for (; b + 3u * LANES < nb; b += 4u * LANES) {
       for (var i = 0u; i < ROWS; i++) {
         let blk = (base + min(row0 + i, rows - 1u)) * nb + b;
@@ -68,39 +62,4 @@ fn rows_partial_from(acc0: vec4<f32>, row0: u32, lane: u32, b0: u32, base: u32, 
     }
   }
   return acc;
-}
-
-// rows_partial's first step (4 blocks of each of the group's rows, where the rows are that wide) loaded ahead: a
-// kernel calls rows_first_load before it stages its input (a norm, a quantisation: barriers), so that the weights'
-// memory round trip overlaps the staging rather than following it, then rows_partial_first. The same products in
-// the same order as rows_partial (the same bits).
-var<private> first_blocks: array<WBlock, 16>;   // [row][block]
-
-fn rows_first_load(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) {
-  if (row0 < rows && lane + 3u * LANES < nb) {
-    for (var i = 0u; i < ROWS; i++) {
-      for (var j = 0u; j < 4u; j++) {
-        first_blocks[4u * i + j] = w_block((base + min(row0 + i, rows - 1u)) * nb + lane + j * LANES);
-      }
-    }
-  }
-}
-
-fn rows_partial_first(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32> {
-  var acc = vec4<f32>(0.0);
-  let ahead = lane + 3u * LANES < nb;
-  if (row0 < rows && ahead) {
-    let b = lane;
-    for (var i = 0u; i < ROWS; i++) {
-      let d0 = block_dot_loaded(first_blocks[4u * i], b);
-      let d1 = block_dot_loaded(first_blocks[4u * i + 1u], b + LANES);
-      let d2 = block_dot_loaded(first_blocks[4u * i + 2u], b + 2u * LANES);
-      let d3 = block_dot_loaded(first_blocks[4u * i + 3u], b + 3u * LANES);
-      acc[i] += d0;
-      acc[i] += d1;
-      acc[i] += d2;
-      acc[i] += d3;
-    }
-  }
-  return rows_partial_from(acc, row0, lane, select(lane, lane + 4u * LANES, ahead), base, rows, nb, 0u);
 }

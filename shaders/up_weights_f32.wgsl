@@ -11,13 +11,3 @@ fn up_block_dot_q(blk: u32, b: u32) -> f32 {
   }
   return s;
 }
-
-struct UBlock { blk: u32 }   // F32: the index only (weights_f32.wgsl's WBlock)
-
-fn u_block(blk: u32) -> UBlock {
-  return UBlock(blk);
-}
-
-fn up_block_dot_loaded(u: UBlock, b: u32) -> f32 {
-  return up_block_dot_q(u.blk, b);
-}

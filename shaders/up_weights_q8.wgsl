@@ -6,14 +6,3 @@
 fn up_block_dot_q(blk: u32, b: u32) -> f32 {
   return xq_dot(u_codes[2u * blk], u_codes[2u * blk + 1u], b, unpack2x16float(u_scales[blk >> 1u])[blk & 1u]);
 }
-
-// A block of U held in registers (weights_q8.wgsl's WBlock, for the second matrix).
-struct UBlock { c0: vec4<u32>, c1: vec4<u32>, d: f32 }
-
-fn u_block(blk: u32) -> UBlock {
-  return UBlock(u_codes[2u * blk], u_codes[2u * blk + 1u], unpack2x16float(u_scales[blk >> 1u])[blk & 1u]);
-}
-
-fn up_block_dot_loaded(u: UBlock, b: u32) -> f32 {
-  return xq_dot(u.c0, u.c1, b, u.d);
-}

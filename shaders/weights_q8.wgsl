@@ -14,10 +14,3 @@ fn w_at(e: u32) -> f32 {
   let word = w_codes[e >> 4u][(e >> 2u) & 3u];
   return f32(unpack4xI8(word)[e & 3u]) * w_scale(e >> 5u);
 }
-
-// One block's codes and scale held in registers (loaded ahead of a barrier; block_dot_loaded multiplies it).
-struct WBlock { c0: vec4<u32>, c1: vec4<u32>, d: f32 }
-
-fn w_block(blk: u32) -> WBlock {
-  return WBlock(w_codes[2u * blk], w_codes[2u * blk + 1u], w_scale(blk));
-}

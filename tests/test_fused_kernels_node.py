@@ -295,8 +295,7 @@ def down_combine_case(c, fmt, n, ffn, k, shared):
           shared_slot=shared_slot, slot_map=name + "_map", map_base=base, act=name + "_act", h=name + "_h")
 
 
-# (gfmt, ufmt, k, rows, cols, lane cap); those with more than two blocks per lane also run the first step's blocks
-# loaded ahead of the staging and then the loop (c256 / c320 at 2 lanes: the loop's tail too)
+# (gfmt, ufmt, k, rows, cols, lane cap); c256 / c320 at 2 lanes: several two-block steps per lane, then the tail
 ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8", 6, 33, 96, 16),
           ("f32", "f32", 2, 40, 128, 16), ("q8", "f32", 4, 17, 64, 1), ("f32", "q8", 3, 64, 256, 16),
           ("q8", "q8", 3, 40, 256, 2), ("f32", "q8", 2, 24, 320, 2)]
@@ -307,8 +306,7 @@ ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False), (256, 8
 COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0),
            ("q8", 70, 2, 2048, 0, 1 << 20)]  # the last widened to 64 lanes per row (matvec_lanes)
 # (fmt, n, ffn, k, shared): the real shape's 8 + 1 experts of 16 blocks, rows not a multiple of a workgroup's, F32,
-# more blocks per row than lanes, one expert, no shared expert (qwen3moe), 4-block steps (64 blocks on 16 lanes: no
-# blocks loaded ahead of the staging; the others load each expert's first block ahead)
+# more blocks per row than lanes, one expert, no shared expert (qwen3moe), 4-block steps (64 blocks on 16 lanes)
 DOWN_COMBINE = [("q8", 200, 512, 8, True), ("q8", 70, 64, 3, True), ("f32", 40, 96, 2, True),
                 ("q8", 90, 1024, 4, True), ("q8", 66, 128, 1, False), ("f32", 33, 64, 8, False),
                 ("q8", 50, 2048, 2, True)]
