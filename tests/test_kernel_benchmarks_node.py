@@ -60,6 +60,7 @@ def test_route_variants_give_the_engines_bits():
         if "same_as_engine" in r and r["same_as_engine"] is not None:  # the cut forms pick other experts
             assert r["same_as_engine"] is True, r
     assert by_name["router_topk.wgsl alone"]["same_ids_as_engine"] is True
+    assert any(name.startswith("ids (no ranking), 1 of") for name in by_name)
 
 
 def test_dispatch_chain_counts_every_dispatch():
@@ -67,5 +68,7 @@ def test_dispatch_chain_counts_every_dispatch():
     by_case = {r["case"]: r for r in rows}
     assert by_case["chain check"]["ok"] is True
     assert {"dispatches, each reading the one before", "dispatches on separate buffers",
-            "workgroup barriers in each dispatch"} <= set(by_case)
+            "workgroup barriers in each dispatch", "dependent loads per lane"} <= set(by_case)
     assert all(r["us"] > 0 for r in rows if "us" in r)
+    chase = by_case["dependent loads per lane"]
+    assert chase["us_33_loads"] > chase["us_1_load"] > 0

@@ -1,13 +1,15 @@
 // The GPU's fixed costs under the decode's kernels, without a model: what one dispatch costs when it depends on the
 // one before (Dawn puts a barrier between them), when it does not, and what a workgroup barrier costs inside a
-// kernel. The decode runs ~56 dependent dispatches per token, each with a few reductions; these figures say how much
-// of its time is that structure rather than the bytes its kernels move.
+// kernel, and what one memory round trip costs a lane that waits for it (a chain of dependent loads through a buffer
+// that fits the L2 cache, and through one that does not). The decode runs ~56 dependent dispatches per token, each a
+// few round trips and reductions long; these figures say how much of its time is that structure rather than the
+// bytes its kernels move.
 //   DAWN_NODE=path/dawn.node node tools/h200/dispatch_chain.mjs [--tiny]
 // Prints one JSON line per case: µs per dispatch (R back-to-back dispatches in one compute pass, timestamps at the
 // pass's ends, median of repeats) and, for the barrier cases, µs per barrier against the same kernel without them.
 import { dawnDevice, gpuTools, med } from './gpu_timing.mjs';
 
-const { device, hasTs } = await dawnDevice();
+const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CS = GPUBufferUsage.COPY_SRC, MR = GPUBufferUsage.MAP_READ, CD = GPUBufferUsage.COPY_DST;
 const { readback } = gpuTools(device, hasTs);
@@ -96,4 +98,35 @@ for (const n of tiny ? [4] : [8, 32]) {
   const us = await perDispatch((p) => { p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(GRID); });
   print({ case: 'workgroup barriers in each dispatch', workgroups: GRID, barriers: 2 * n, us: +us.toFixed(2),
     us_per_barrier: +((us - base) / (2 * n)).toFixed(3) });
+}
+
+// Dependent loads: every lane follows its own chain of `steps` indices through a buffer of `words` u32 (a random
+// cycle, so neither the cache lines nor the prefetcher help), as many lanes as the product launches.
+const chase = (steps) => `
+@group(0) @binding(0) var<storage, read> next: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  var i = (g.x * 7919u) % arrayLength(&next);
+  for (var s = 0u; s < ${steps}u; s++) {
+    i = next[i];
+  }
+  y[g.x] = i;
+}`;
+for (const mb of tiny ? [1] : [4, 512]) {
+  const words = (mb << 20) / 4, stride = 4099;   // stride: ~16 KB apart, coprime with words (a power of two)
+  const cycle = new Uint32Array(words);
+  for (let j = 0; j < words; j++) cycle[j] = (j + stride * 16 + 1) % words;
+  const next = device.createBuffer({ size: 4 * words, usage: S | CD });
+  for (let o = 0; o < words; o += 16 << 20) device.queue.writeBuffer(next, 4 * o, cycle, o, Math.min(16 << 20, words - o));
+  const out = device.createBuffer({ size: 4 * GRID * 64, usage: S | CS });
+  const times = [];
+  for (const steps of [1, 33]) {
+    const pipe = pipeline(chase(steps));
+    const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [
+      { binding: 0, resource: { buffer: next } }, { binding: 1, resource: { buffer: out } }] });
+    times.push(await perDispatch((p) => { p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(GRID); }));
+  }
+  print({ case: 'dependent loads per lane', buffer_mb: mb, workgroups: GRID, us_1_load: +times[0].toFixed(2),
+    us_33_loads: +times[1].toFixed(2), us_per_round_trip: +((times[1] - times[0]) / 32).toFixed(3) });
 }

@@ -2,7 +2,8 @@
 // shared expert stacked as one more slot) at the real model's shape, with the router's top-k ranked by every
 // workgroup (ROUTE=topk, the engine's) against the same product reading the ids (ROUTE=ids: the top-k's own cost)
 // and variants of the ranking's organisation; the ranking cut short after each of its steps (where its time goes);
-// and router_topk.wgsl alone (the ranking as its own dispatch). Each variant's activations and stored ids / weights
+// the product reading the ids over fewer experts (how its time scales with the work); and router_topk.wgsl alone
+// (the ranking as its own dispatch). Each variant's activations and stored ids / weights
 // must equal the engine's bit for bit (the cut ones excepted: they pick other experts).
 //   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
@@ -117,7 +118,7 @@ function bound(code, buffers) {
   return { pipe, bg };
 }
 
-let ref = null, refRoute = null;
+let ref = null, refRoute = null, idsRun = null;
 for (const [name, code, mode, timingOnly] of variants) {
   const route = mode === 'topk' ? mkbuf(route0, S | CD | CS) : mkbuf(refRoute.slice(idsBase, idsBase + k), S | CD);
   const act = device.createBuffer({ size: actBytes, usage: S | CS });
@@ -139,8 +140,18 @@ for (const [name, code, mode, timingOnly] of variants) {
   else ref = y;
   if (timingOnly) same = null;
   const us = await time(pipe, bg, gx, gy, 20);
+  if (mode === 'ids' && !idsRun) idsRun = { pipe, bg };
   console.log(JSON.stringify({ variant: name, experts: [k, nExp], rows, cols, lanes, rows_per_group: rowsPer,
     workgroups: gx * gy, us: +us.toFixed(2), same_as_engine: same }));
+}
+
+// The product reading the ids over fewer experts (the first 1, 3, .. of the dispatch's rows of workgroups): how its
+// time scales with the work, against a fixed chain of steps per workgroup.
+for (const few of [1, 3, 5]) {
+  if (few >= gy) continue;
+  const us = await time(idsRun.pipe, idsRun.bg, gx, few, 20);
+  console.log(JSON.stringify({ variant: `ids (no ranking), ${few} of ${gy} experts' workgroups`, workgroups: gx * few,
+    us: +us.toFixed(2), same_as_engine: null }));
 }
 
 // The ranking as its own dispatch (router_topk.wgsl, one workgroup of 256, every expert ranked: the engine's where the
