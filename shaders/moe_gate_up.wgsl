@@ -47,8 +47,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (row0 < p.rows) {
     // Two of the lane's blocks per step (the same additions in the same order as one at a time), so that twice
     // the independent loads are in flight.
-    // The accumulator's components are named, never indexed by a loop variable (a dynamically indexed vector may
-    // be kept in memory rather than registers): row 0 in (x, y), row 1 in (z, w).
+    // The accumulator's components are named rather than indexed by a loop variable (as route_topk.wgsl's): row 0
+    // in (x, y), row 1 in (z, w).
     let row_a = (slot * p.rows + min(row0, p.rows - 1u)) * p.nb;        // rows past the end: never written
     let row_b = (slot * p.rows + min(row0 + 1u, p.rows - 1u)) * p.nb;
     var b = lane;

@@ -22,8 +22,8 @@ var<workgroup> picked: array<f32, 64>;    // its probability
 fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   let idx = vec4<u32>(4u * t) + vec4<u32>(0u, 1u, 2u, 3u);
   let live = idx < vec4<u32>(p.n_exp);
-  // A vec4's components are named, never indexed by a loop variable: a dynamically indexed vector may be kept in
-  // memory rather than registers.
+  // A vec4's components are named rather than indexed by a loop variable (a vector indexed so may be kept in
+  // memory); on the H200 both forms ran alike (docs/benchmarks.md, twelfth round).
   let last = vec4<u32>(p.n_exp - 1u);
   let raw = vec4<f32>(bitcast<f32>(route[min(idx.x, last.x)]), bitcast<f32>(route[min(idx.y, last.y)]),
                       bitcast<f32>(route[min(idx.z, last.z)]), bitcast<f32>(route[min(idx.w, last.w)]));

@@ -38,7 +38,7 @@ fn rows_partial(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32
 
 // The same against the staged activations from block xb on (a product over several staged inputs, such as
 // moe_down_combine.wgsl's experts). Row i of the group accumulates in component i, named rather than indexed by a
-// loop variable (a dynamically indexed vector may be kept in memory rather than registers).
+// loop variable (as route_topk.wgsl's).
 fn rows_partial_at(row0: u32, lane: u32, base: u32, rows: u32, nb: u32, xb: u32) -> vec4<f32> {
   var acc = vec4<f32>(0.0);
   if (row0 < rows) {
