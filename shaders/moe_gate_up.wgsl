@@ -47,47 +47,34 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (row0 < p.rows) {
     // Two of the lane's blocks per step (the same additions in the same order as one at a time), so that twice
     // the independent loads are in flight.
-    // The accumulator's components are named rather than indexed by a loop variable (as route_topk.wgsl's): row 0
-    // in (x, y), row 1 in (z, w).
-    let row_a = (slot * p.rows + min(row0, p.rows - 1u)) * p.nb;        // rows past the end: never written
-    let row_b = (slot * p.rows + min(row0 + 1u, p.rows - 1u)) * p.nb;
     var b = lane;
     for (; b + LANES < p.nb; b += 2u * LANES) {
-      let g0 = block_dot_q(row_a + b, b);
-      let u0 = up_block_dot_q(row_a + b, b);
-      let g1 = block_dot_q(row_a + b + LANES, b + LANES);
-      let u1 = up_block_dot_q(row_a + b + LANES, b + LANES);
-      acc.x += g0;
-      acc.y += u0;
-      acc.x += g1;
-      acc.y += u1;
-      if (ROWS > 1u) {
-        let g2 = block_dot_q(row_b + b, b);
-        let u2 = up_block_dot_q(row_b + b, b);
-        let g3 = block_dot_q(row_b + b + LANES, b + LANES);
-        let u3 = up_block_dot_q(row_b + b + LANES, b + LANES);
-        acc.z += g2;
-        acc.w += u2;
-        acc.z += g3;
-        acc.w += u3;
+      for (var i = 0u; i < ROWS; i++) {
+        let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b;   // rows past the end: never written
+        let g0 = block_dot_q(blk, b);
+        let u0 = up_block_dot_q(blk, b);
+        let g1 = block_dot_q(blk + LANES, b + LANES);
+        let u1 = up_block_dot_q(blk + LANES, b + LANES);
+        acc[2u * i] += g0;
+        acc[2u * i + 1u] += u0;
+        acc[2u * i] += g1;
+        acc[2u * i + 1u] += u1;
       }
     }
     for (; b < p.nb; b += LANES) {
-      acc.x += block_dot_q(row_a + b, b);
-      acc.y += up_block_dot_q(row_a + b, b);
-      if (ROWS > 1u) {
-        acc.z += block_dot_q(row_b + b, b);
-        acc.w += up_block_dot_q(row_b + b, b);
+      for (var i = 0u; i < ROWS; i++) {
+        let blk = (slot * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b;
+        acc[2u * i] += block_dot_q(blk, b);
+        acc[2u * i + 1u] += up_block_dot_q(blk, b);
       }
     }
   }
   let total = group_sum(acc, lid.x);
   if (lane == 0u) {
-    if (row0 < p.rows) {
-      act[k * p.rows + row0] = silu_times(total.x, total.y);
-    }
-    if (ROWS > 1u && row0 + 1u < p.rows) {
-      act[k * p.rows + row0 + 1u] = silu_times(total.z, total.w);
+    for (var i = 0u; i < ROWS; i++) {
+      if (row0 + i < p.rows) {
+        act[k * p.rows + row0 + i] = silu_times(total[2u * i], total[2u * i + 1u]);
+      }
     }
   }
 }

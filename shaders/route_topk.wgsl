@@ -22,12 +22,12 @@ var<workgroup> picked: array<f32, 64>;    // its probability
 fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   let idx = vec4<u32>(4u * t) + vec4<u32>(0u, 1u, 2u, 3u);
   let live = idx < vec4<u32>(p.n_exp);
-  // A vec4's components are named rather than indexed by a loop variable (a vector indexed so may be kept in
-  // memory); on the H200 both forms ran alike (docs/benchmarks.md, twelfth round).
-  let last = vec4<u32>(p.n_exp - 1u);
-  let raw = vec4<f32>(bitcast<f32>(route[min(idx.x, last.x)]), bitcast<f32>(route[min(idx.y, last.y)]),
-                      bitcast<f32>(route[min(idx.z, last.z)]), bitcast<f32>(route[min(idx.w, last.w)]));
-  let v = select(vec4<f32>(-3.0e38), raw, live);
+  var v = vec4<f32>(-3.0e38);
+  for (var c = 0u; c < 4u; c++) {
+    if (live[c]) {
+      v[c] = bitcast<f32>(route[idx[c]]);
+    }
+  }
   max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));
   workgroupBarrier();
   for (var s = 16u; s > 0u; s >>= 2u) {   // two levels of the tree per barrier (a max is exact in any order)
@@ -37,10 +37,9 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
     workgroupBarrier();
   }
   let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(max_sh[0])), live);
-  sum_sh[idx.x] = e.x;
-  sum_sh[idx.y] = e.y;
-  sum_sh[idx.z] = e.z;
-  sum_sh[idx.w] = e.w;
+  for (var c = 0u; c < 4u; c++) {
+    sum_sh[idx[c]] = e[c];
+  }
   workgroupBarrier();
   // router_topk's tree over 256 slots (level s adds slot i + s into slot i), two levels per barrier: slot i < s
   // gets (x_i + x_{i+2s}) + (x_{i+s} + x_{i+3s}), the same additions in the same association; each lane reads
@@ -73,17 +72,10 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
   workgroupBarrier();
   let floor_p = threshold;
   let mine = live & (prob >= vec4<f32>(floor_p));
-  if (mine.x) {
-    cand[atomicAdd(&n_cand, 1u)] = vec2<u32>(bitcast<u32>(prob.x), idx.x);
-  }
-  if (mine.y) {
-    cand[atomicAdd(&n_cand, 1u)] = vec2<u32>(bitcast<u32>(prob.y), idx.y);
-  }
-  if (mine.z) {
-    cand[atomicAdd(&n_cand, 1u)] = vec2<u32>(bitcast<u32>(prob.z), idx.z);
-  }
-  if (mine.w) {
-    cand[atomicAdd(&n_cand, 1u)] = vec2<u32>(bitcast<u32>(prob.w), idx.w);
+  for (var c = 0u; c < 4u; c++) {
+    if (mine[c]) {
+      cand[atomicAdd(&n_cand, 1u)] = vec2<u32>(bitcast<u32>(prob[c]), idx[c]);
+    }
   }
   workgroupBarrier();
   let n = atomicLoad(&n_cand);
@@ -95,22 +87,11 @@ fn routed_expert(kk: u32, t: u32, writer: bool) -> u32 {
       let o_p = vec4<f32>(bitcast<f32>(o.x));
       rank += select(vec4<u32>(0u), vec4<u32>(1u), (o_p > prob) | ((o_p == prob) & (vec4<u32>(o.y) < idx)));
     }
-    let write = mine & (rank < vec4<u32>(p.k));
-    if (write.x) {
-      ranked[rank.x] = idx.x;
-      picked[rank.x] = prob.x;
-    }
-    if (write.y) {
-      ranked[rank.y] = idx.y;
-      picked[rank.y] = prob.y;
-    }
-    if (write.z) {
-      ranked[rank.z] = idx.z;
-      picked[rank.z] = prob.z;
-    }
-    if (write.w) {
-      ranked[rank.w] = idx.w;
-      picked[rank.w] = prob.w;
+    for (var c = 0u; c < 4u; c++) {
+      if (mine[c] && rank[c] < p.k) {
+        ranked[rank[c]] = idx[c];
+        picked[rank[c]] = prob[c];
+      }
     }
   }
   workgroupBarrier();

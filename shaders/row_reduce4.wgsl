@@ -37,49 +37,29 @@ fn rows_partial(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32
 }
 
 // The same against the staged activations from block xb on (a product over several staged inputs, such as
-// moe_down_combine.wgsl's experts). Row i of the group accumulates in component i, named rather than indexed by a
-// loop variable (as route_topk.wgsl's).
+// moe_down_combine.wgsl's experts).
 fn rows_partial_at(row0: u32, lane: u32, base: u32, rows: u32, nb: u32, xb: u32) -> vec4<f32> {
   var acc = vec4<f32>(0.0);
   if (row0 < rows) {
-    let r0 = (base + min(row0, rows - 1u)) * nb;
-    let r1 = (base + min(row0 + 1u, rows - 1u)) * nb;
-    let r2 = (base + min(row0 + 2u, rows - 1u)) * nb;
-    let r3 = (base + min(row0 + 3u, rows - 1u)) * nb;
     var b = lane;
     for (; b + 3u * LANES < nb; b += 4u * LANES) {
-      acc.x = add_step4(acc.x, r0 + b, xb + b);
-      if (ROWS > 1u) {
-        acc.y = add_step4(acc.y, r1 + b, xb + b);
-      }
-      if (ROWS > 2u) {
-        acc.z = add_step4(acc.z, r2 + b, xb + b);
-      }
-      if (ROWS > 3u) {
-        acc.w = add_step4(acc.w, r3 + b, xb + b);
+      for (var i = 0u; i < ROWS; i++) {
+        let blk = (base + min(row0 + i, rows - 1u)) * nb + b;
+        let d0 = block_dot_q(blk, xb + b);
+        let d1 = block_dot_q(blk + LANES, xb + b + LANES);
+        let d2 = block_dot_q(blk + 2u * LANES, xb + b + 2u * LANES);
+        let d3 = block_dot_q(blk + 3u * LANES, xb + b + 3u * LANES);
+        acc[i] += d0;
+        acc[i] += d1;
+        acc[i] += d2;
+        acc[i] += d3;
       }
     }
     for (; b < nb; b += LANES) {
-      acc.x += block_dot_q(r0 + b, xb + b);
-      if (ROWS > 1u) {
-        acc.y += block_dot_q(r1 + b, xb + b);
-      }
-      if (ROWS > 2u) {
-        acc.z += block_dot_q(r2 + b, xb + b);
-      }
-      if (ROWS > 3u) {
-        acc.w += block_dot_q(r3 + b, xb + b);
+      for (var i = 0u; i < ROWS; i++) {
+        acc[i] += block_dot_q((base + min(row0 + i, rows - 1u)) * nb + b, xb + b);
       }
     }
   }
   return acc;
-}
-
-// a + the lane's four blocks blk, blk + LANES, .. (against staged blocks xbb, xbb + LANES, ..), added in that order
-fn add_step4(a: f32, blk: u32, xbb: u32) -> f32 {
-  let d0 = block_dot_q(blk, xbb);
-  let d1 = block_dot_q(blk + LANES, xbb + LANES);
-  let d2 = block_dot_q(blk + 2u * LANES, xbb + 2u * LANES);
-  let d3 = block_dot_q(blk + 3u * LANES, xbb + 3u * LANES);
-  return (((a + d0) + d1) + d2) + d3;
 }
