@@ -61,6 +61,8 @@ def test_route_variants_give_the_engines_bits():
             assert r["same_as_engine"] is True, r
     assert by_name["router_topk.wgsl alone"]["same_ids_as_engine"] is True
     assert any(name.startswith("ids (no ranking), 1 of") for name in by_name)
+    assert {"ids, loops written out, loads in place", "ids, loops written out, every load first",
+            "topk, loops written out, every load first"} <= set(by_name)
 
 
 def test_dispatch_chain_counts_every_dispatch():

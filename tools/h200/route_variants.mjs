@@ -2,9 +2,10 @@
 // shared expert stacked as one more slot) at the real model's shape, with the router's top-k ranked by every
 // workgroup (ROUTE=topk, the engine's) against the same product reading the ids (ROUTE=ids: the top-k's own cost)
 // and variants of the ranking's organisation; the ranking cut short after each of its steps (where its time goes);
-// the product reading the ids over fewer experts (how its time scales with the work); and router_topk.wgsl alone
-// (the ranking as its own dispatch). Each variant's activations and stored ids / weights
-// must equal the engine's bit for bit (the cut ones excepted: they pick other experts).
+// the product's loops written out; the product reading the ids over fewer experts (how its time scales with the
+// work); and router_topk.wgsl alone (the ranking as its own dispatch). Each variant reports whether its activations
+// and stored ids / weights are the engine's bit for bit (the cut ones pick other experts: timing only); on lavapipe
+// all are (the test requires it), on the H200 the written-out loops are not: the driver rounds by code shape.
 //   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
 // whether its outputs are the engine's.
@@ -101,9 +102,43 @@ const readOnlyLogits = (code) => edit(edit(edit(code, '@group(0) @binding(5) var
   '    act[p.ids_base + t] = bitcast<f32>(ranked[t]);'), '    route[p.w_base + t] = bitcast<u32>(picked[t] / sum);',
   '    act[p.w_base + t] = picked[t] / sum;');
 
+// The product's loops written out for this launch shape (nb / lanes blocks per lane and row, rowsPer rows), the same
+// products added in the same order: "in place" keeps each block's loads where the loop has them; "loads first" issues
+// every weight load of the lane (codes and scales, gate and up) before the first product. Whether the driver's
+// compiled loops keep the loads in flight together (the product over one expert takes ~13 µs past its launch).
+function writtenOut(code, loadsFirst) {
+  const a = code.indexOf('    var b = lane;\n', code.indexOf('fn main(')), z = code.indexOf('  let total = group_sum(acc, lid.x);');
+  if (a < 0 || z < 0 || nb % lanes) throw new Error('variant: the product loop of moe_gate_up.wgsl not found');
+  const per = nb / lanes, loads = [], body = [];
+  const blk = (i, j) => `(r${i} + lane + ${j}u * LANES)`;
+  const load = (i, j) => [
+    `let gc${i}_${j}a = w_codes[2u * ${blk(i, j)}]; let gc${i}_${j}b = w_codes[2u * ${blk(i, j)} + 1u];`,
+    `let gs${i}_${j} = w_scale(${blk(i, j)});`,
+    `let uc${i}_${j}a = u_codes[2u * ${blk(i, j)}]; let uc${i}_${j}b = u_codes[2u * ${blk(i, j)} + 1u];`,
+    `let us${i}_${j} = unpack2x16float(u_scales[${blk(i, j)} >> 1u])[${blk(i, j)} & 1u];`];
+  const dot = (m, i, j) => `xq_dot(${m}c${i}_${j}a, ${m}c${i}_${j}b, lane + ${j}u * LANES, ${m}s${i}_${j})`;
+  const [ga, ua] = [['x', 'z'], ['y', 'w']];
+  for (let i = 0; i < rowsPer; i++) loads.push(`let r${i} = (slot * p.rows + min(row0 + ${i}u, p.rows - 1u)) * p.nb;`);
+  const step = (js) => {
+    for (let i = 0; i < rowsPer; i++) {
+      if (!loadsFirst) for (const j of js) body.push(...load(i, j));
+      js.forEach((j, n) => body.push(`let g${i}_${j} = ${dot('g', i, j)};`, `let u${i}_${j} = ${dot('u', i, j)};`));
+      for (const j of js) body.push(`acc.${ga[i]} += g${i}_${j};`, `acc.${ua[i]} += u${i}_${j};`);
+    }
+  };
+  let j = 0;
+  for (; j + 1 < per; j += 2) step([j, j + 1]);
+  for (; j < per; j++) step([j]);
+  if (loadsFirst) for (let i = 0; i < rowsPer; i++) for (let q = 0; q < per; q++) loads.splice(rowsPer + i * per + q, 0, ...load(i, q));
+  return code.slice(0, a) + [...loads, ...body].map((l) => `    ${l}\n`).join('') + '  }\n' + code.slice(z);
+}
+
 const variants = [
   ['topk (engine)', engine('topk'), 'topk'],
   ['ids (no ranking)', engine('ids'), 'ids'],
+  ['ids, loops written out, loads in place', writtenOut(engine('ids'), false), 'ids'],
+  ['ids, loops written out, every load first', writtenOut(engine('ids'), true), 'ids'],
+  ['topk, loops written out, every load first', writtenOut(engine('topk'), true), 'topk'],
   ['topk, max and sum with 2 barriers', fewBarriers(engine('topk')), 'topk'],
   ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk'), line, value), 'topk', 'timing only']),
   ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
