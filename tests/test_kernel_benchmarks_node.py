@@ -62,7 +62,8 @@ def test_route_variants_give_the_engines_bits():
     assert by_name["router_topk.wgsl alone"]["same_ids_as_engine"] is True
     assert any(name.startswith("ids (no ranking), 1 of") for name in by_name)
     assert {"ids, loops written out, loads in place", "ids, loops written out, every load first",
-            "topk, loops written out, every load first"} <= set(by_name)
+            "topk, loops written out, every load first", "ids, quantisation as loops",
+            "topk, quantisation as loops"} <= set(by_name)
 
 
 def test_dispatch_chain_counts_every_dispatch():

@@ -2,8 +2,9 @@
 // shared expert stacked as one more slot) at the real model's shape, with the router's top-k ranked by every
 // workgroup (ROUTE=topk, the engine's) against the same product reading the ids (ROUTE=ids: the top-k's own cost)
 // and variants of the ranking's organisation; the ranking cut short after each of its steps (where its time goes);
-// the product's loops written out; the product reading the ids over fewer experts (how its time scales with the
-// work); and router_topk.wgsl alone (the ranking as its own dispatch). Each variant reports whether its activations
+// the product's loops written out, x's quantisation in its earlier loop form, and the product without it or without
+// the weights' loads; the product reading the ids over fewer experts (how its time scales with the work); and
+// router_topk.wgsl alone (the ranking as its own dispatch). Each variant reports whether its activations
 // and stored ids / weights are the engine's bit for bit (the cut ones pick other experts: timing only); on lavapipe
 // all are (the test requires it), on the H200 the written-out loops are not: the driver rounds by code shape.
 //   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
@@ -133,12 +134,48 @@ function writtenOut(code, loadsFirst) {
   return code.slice(0, a) + [...loads, ...body].map((l) => `    ${l}\n`).join('') + '  }\n' + code.slice(z);
 }
 
+// Where the product's own time goes (timing only: other values): x staged without its quantisation (its loads
+// kept), the weights not read (each block's dot taken on its indices), or both.
+const noQuant = (code) => edit(code, '    x_store_block(b, v);', `    xq_codes[2u * b] = bitcast<vec4<u32>>(v[0]);
+    xq_codes[2u * b + 1u] = bitcast<vec4<u32>>(v[1]);
+    xq_scale[b] = v[2].x;`);
+const noWeights = (code) => edit(edit(code, 'return xq_dot(w_codes[2u * blk], w_codes[2u * blk + 1u], b, w_scale(blk));',
+  'return xq_dot(vec4<u32>(blk, arrayLength(&w_codes), arrayLength(&w_scales), 0u), vec4<u32>(b), b, 1.0);'),
+  'return xq_dot(u_codes[2u * blk], u_codes[2u * blk + 1u], b, unpack2x16float(u_scales[blk >> 1u])[blk & 1u]);',
+  'return xq_dot(vec4<u32>(b, arrayLength(&u_codes), arrayLength(&u_scales), 0u), vec4<u32>(blk), b, 1.0);');
+// (the weights' bindings stay referenced through their lengths, so the pipeline keeps its layout)
+
+// x's quantisation (q8_block.wgsl) in its earlier loop form (v[i], codes[i] indexed by the loop): the same operations
+function quantLoops(code) {
+  const a = code.indexOf('  let a = max(max(max(abs(v[0])'), z = code.indexOf('  out.d = round_to_f16(amax / 127.0);');
+  if (a < 0 || z < 0) throw new Error('variant: q8_block.wgsl written out not found');
+  return code.slice(0, a) + `  var amax = 0.0;
+  for (var i = 0u; i < 8u; i++) {
+    let a = abs(v[i]);
+    amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+  }
+  var inv = 0.0;
+  if (amax > 0.0) {
+    inv = 127.0 / amax;
+  }
+  var out: Q8Block;
+  for (var i = 0u; i < 8u; i++) {
+    out.codes[i] = pack4xI8(vec4<i32>(round(v[i] * inv)));
+  }
+` + code.slice(z);
+}
+
 const variants = [
   ['topk (engine)', engine('topk'), 'topk'],
   ['ids (no ranking)', engine('ids'), 'ids'],
   ['ids, loops written out, loads in place', writtenOut(engine('ids'), false), 'ids'],
   ['ids, loops written out, every load first', writtenOut(engine('ids'), true), 'ids'],
   ['topk, loops written out, every load first', writtenOut(engine('topk'), true), 'topk'],
+  ['ids, x not quantised', noQuant(engine('ids')), 'ids', 'timing only'],
+  ['ids, quantisation as loops', quantLoops(engine('ids')), 'ids'],
+  ['topk, quantisation as loops', quantLoops(engine('topk')), 'topk'],
+  ['ids, weights not read', noWeights(engine('ids')), 'ids', 'timing only'],
+  ['ids, neither', noWeights(noQuant(engine('ids'))), 'ids', 'timing only'],
   ['topk, max and sum with 2 barriers', fewBarriers(engine('topk')), 'topk'],
   ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk'), line, value), 'topk', 'timing only']),
   ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
