@@ -10,8 +10,9 @@ struct Q8Block {
   d: f32,
 }
 
-// Written out with constant indices only: the loop form (v[i], codes[i]) cost the routed gate/up product ~2.4 µs
-// more on the H200, every workgroup quantising its x (tools/h200/route_variants.mjs). A max is exact in any order.
+// Written out with constant indices only: the loop form (v[i], codes[i]) cost the routed gate/up product ~2 µs more
+// on the H200 when timed alone (tools/h200/route_variants.mjs), ~4 µs per decoded token in all in the engine's
+// profile. A max is exact in any order.
 fn q8_block(v: array<vec4<f32>, 8>) -> Q8Block {
   let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),
               max(max(abs(v[4]), abs(v[5])), max(abs(v[6]), abs(v[7]))));
