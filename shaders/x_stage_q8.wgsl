@@ -5,12 +5,10 @@
 // to f32 (the conversions, not the bytes, bounded the f32 kernels). The product is Σ_blocks (d_w · d_x) · Σ q_w q_x.
 // The includer declares `x: array<vec4<f32>>`; every lane of the workgroup (wg_size lanes) must call stage_x before
 // any lane returns. K ≤ 32 · XQ_BLOCKS columns.
-const XQ_BLOCKS: u32 = 256u;
-var<workgroup> xq_codes: array<vec4<u32>, 512>;   // 2 per block: 32 int8 codes
-var<workgroup> xq_scale: array<f32, 256>;         // d_x per block
 var<private> x_v0: u32;                           // x's first vec4 (read directly by F32 weights)
 
 #include "q8_block.wgsl"
+#include "xq_staged.wgsl"
 
 fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {
   x_v0 = xv0;
@@ -36,12 +34,4 @@ fn x_store_block(b: u32, v: array<vec4<f32>, 8>) {
 // x as is, for an F32 part of a fused pair (its weights multiply unquantised activations, as llama.cpp's do).
 fn x4(v: u32) -> vec4<f32> {
   return x[v];
-}
-
-// (d_w · d_x) · Σ q_w q_x of one block: 32 weight codes (c0, c1) against staged block b.
-fn xq_dot(c0: vec4<u32>, c1: vec4<u32>, b: u32, d_w: f32) -> f32 {
-  let q0 = xq_codes[2u * b];
-  let q1 = xq_codes[2u * b + 1u];
-  let s = dot_codes32(c0, c1, q0, q1);
-  return (d_w * xq_scale[b]) * f32(s);
 }

@@ -34,18 +34,22 @@ def route_layout(n_exp: int, k: int) -> tuple:
 
 
 def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
-                      label="ffn_moe_gate_up", shared_slot=None):
+                      label="ffn_moe_gate_up", shared_slot=None, x_q8=False):
     """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
     workgroup ranks them (shaders/route_topk.wgsl) and one stores the ids and weights. shared_slot: the pools'
     slot of a shared expert, whose activations then follow the k routed experts' in `act`. Returns the (buffer,
-    offset, size) views of the ids and of the weights for the down product and the block's sums."""
+    offset, size) views of the ids and of the weights for the down product and the block's sums. x_q8: x holds
+    the input quantised ahead (Kernels.matvec's xq_out; both pools Q8_0 with Q8_0 activations): every workgroup
+    copies its codes (shaders/x_stage_q8load.wgsl) instead of quantising it again."""
     if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
         raise ValueError(f"{gate.name}: the routing gate/up product runs over resident pools only")
     if n_exp > 256 or k > 64 or k > n_exp:
         raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
     ids_base, w_base, _ = route_layout(n_exp, k)
+    if x_q8 and (gate.fmt != "q8" or up.fmt != "q8" or xfmt(kern, gate.fmt) != "q8"):
+        raise ValueError(f"{gate.name}: an input quantised ahead only for Q8_0 pools with Q8_0 activations")
     _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, True, label,
-                    topk=(n_exp, ids_base, w_base), shared_slot=shared_slot)
+                    topk=(n_exp, ids_base, w_base), shared_slot=shared_slot, x_q8=x_q8)
     return (route, 4 * ids_base, 4 * k), (route, 4 * w_base, 4 * k)
 
 
@@ -58,7 +62,7 @@ def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gat
 
 
 def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, routed, label, topk=None,
-                    shared_slot=None):
+                    shared_slot=None, x_q8=False):
     """route: the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base));
     shared_slot: one more expert, that slot of the pools, after the k routed ones."""
     for w in (gate, up):
@@ -71,14 +75,15 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     n_exp, ids_base, w_base = topk or (0, 0, 0)
     params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, shared_slot or 0, label=label)
     g, u = gate.bands[0][2], up.bands[0][2]
-    binds = {0: params, 1: x, 2: act, 3: g[3], 5: route, 6: slot_map, 7: u[3]}
+    binds = {0: params, 9 if x_q8 else 1: x, 2: act, 3: g[3], 5: route, 6: slot_map, 7: u[3]}
     if gate.fmt == "q8":
         binds[4] = g[4]
     if up.fmt == "q8":
         binds[8] = u[4]
     rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
     per_group = 64 // lanes * rows_per
-    consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": xfmt(kern, gate.fmt, up.fmt), "LANES": lanes,
+    consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": "q8load" if x_q8 else xfmt(kern, gate.fmt, up.fmt),
+              "LANES": lanes,
               "ROUTED": "true" if routed else "false", "ROWS": rows_per, "ROUTE": "topk" if topk else "ids"}
     n_k = k + (shared_slot is not None)
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)

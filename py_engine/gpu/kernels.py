@@ -166,7 +166,7 @@ class Kernels:
         dl.dispatch(pipe, bg, gx, gy, gz, label)
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
-               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None):
+               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None, xq_out=None):
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
 
         norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
@@ -175,7 +175,9 @@ class Kernels:
         (F32 weights such as a router, or the f32-activation mode) up to F32_STAGED_MAX_COLS columns, into an f32
         copy in workgroup memory (x_stage_f32s.wgsl). Wider f32 products fall back to an rmsnorm dispatch into
         xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
-        dispatch; must not be x). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
+        dispatch; must not be x). xq_out: with norm and xn_out, xn is also written quantised per 32-block there
+        (q8_input_words(cols) words, rmsnorm_q8.wgsl's layout; shaders/xn_store_q8.wgsl) for a following Q8_0
+        product that reads it as is (fused_kernels.moe_route_gate_up(x_q8=True)). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
         where can_gate_input(w)). x_q8: x is the input already quantised by rmsnorm(xq=...) (only where
         takes_q8_input(w); x_base a multiple of 4), read as is by every workgroup (shaders/x_stage_q8pre.wgsl).
         argmax_out: also argmax_out[0] = the index (y_base + row) of the largest value written, ties to the lower,
@@ -183,6 +185,9 @@ class Kernels:
         (shaders/row_argmax_parts.wgsl) and one more dispatch reduces them (argmax_final), with no pass over y."""
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
+        if xq_out is not None and (norm is None or xn_out is None or w.cols % 32):
+            raise ValueError(f"{w.name}: a quantised copy of the input (xq_out) needs a fused norm, xn_out and "
+                             f"whole 32-blocks")
         if x_q8:
             if norm is not None or x_gate is not None or not self.takes_q8_input(w) or x_base % 4:
                 raise ValueError(f"{w.name}: a quantised input only for a plain Q8_0-activation product, at a "
@@ -203,7 +208,7 @@ class Kernels:
                 raise ValueError(f"{w.name}: a norm before an f32-activation product needs xn_out (no fused path)")
             name, dash, layer = (label or w.name).rpartition("-")
             norm_label = f"{name}_norm-{layer}" if dash and layer.isdigit() else (label or w.name) + "_norm"
-            self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label)
+            self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label, xq=xq_out)
             x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
         shapes = []  # per band: lanes, rows per lane group, workgroups
@@ -220,7 +225,7 @@ class Kernels:
             kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
-                      "ARGMAX": "none" if parts is None else "parts"}
+                      "ARGMAX": "none" if parts is None else "parts", "XN": "f32" if xq_out is None or norm is None else "q8"}
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
             g = x_gate or InputGate("none", None, 0, 0, 0)
@@ -233,6 +238,8 @@ class Kernels:
             if norm is not None:
                 bindings[5] = norm[0]
                 bindings[6] = xn_out if write_xn else self.placeholder()  # declared; written only when asked
+                if xq_out is not None:
+                    bindings[9] = xq_out  # declared in every band's dispatch, written by the first's
             elif x_gate is not None:
                 if x_gate.norm_w is not None:
                     bindings[5] = x_gate.norm_w

@@ -140,14 +140,18 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     else:
         router, gate, up, down = w["ffn_gate_inp"], w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"]
     resident = isinstance(gate, GpuMatrix) and isinstance(up, GpuMatrix)
-    # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts
+    # ffn_norm fused into the router's product, which leaves xn in acts["xn"] for the experts, and over resident
+    # Q8_0 pools also quantised in acts["xq"]: the routed gate/up's workgroups copy its codes instead of each
+    # quantising xn again
+    x_q8 = resident and gate.fmt == up.fmt == "q8" and kern.takes_q8_input(gate) and n % 32 == 0
     kern.matvec(dl, router, acts["h"], acts["route" if resident else "router"],
-                label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"])
+                label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"],
+                xq_out=acts["xq"] if x_q8 else None)
     shared_slot = cfg.n_expert if pooled else None
     if resident:
-        ids, weights = moe_route_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], acts["route"],
-                                         cfg.n_expert, slot_map, map_base, label=f"ffn_moe_gate_up-{layer}",
-                                         shared_slot=shared_slot)
+        ids, weights = moe_route_gate_up(kern, dl, gate, up, ffn, k, acts["xq" if x_q8 else "xn"], acts["act"],
+                                         acts["route"], cfg.n_expert, slot_map, map_base,
+                                         label=f"ffn_moe_gate_up-{layer}", shared_slot=shared_slot, x_q8=x_q8)
     else:
         ids, weights = acts["route_ids"], acts["route_w"]
         kern.router_topk(dl, acts["router"], ids, weights, cfg.n_expert, k, renorm=True,
