@@ -7,29 +7,16 @@
 
 fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;
-  // Two of the lane's blocks per step where x is wider than the workgroup's lanes (the attention output: 128
-  // blocks), both loaded before either is staged.
-  var b = tid;
-  for (; b + wg_size < nb; b += 2u * wg_size) {
-    let v0 = sgated_block(b, xv0);
-    let v1 = sgated_block(b + wg_size, xv0);
-    x_store_block(b, v0);
-    x_store_block(b + wg_size, v1);
-  }
-  if (b < nb) {
-    x_store_block(b, sgated_block(b, xv0));
+  let per = p.group / 32u;   // blocks per head
+  for (var b = tid; b < nb; b += wg_size) {
+    let h = b / per;
+    let g0 = (p.g_base + h * p.g_stride) / 4u + (b - h * per) * 8u;
+    var v: array<vec4<f32>, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      let g = gate_src[g0 + i];
+      v[i] = x[xv0 + b * 8u + i] / (1.0 + exp(-g));
+    }
+    x_store_block(b, v);
   }
   workgroupBarrier();
-}
-
-fn sgated_block(b: u32, xv0: u32) -> array<vec4<f32>, 8> {
-  let per = p.group / 32u;   // blocks per head
-  let h = b / per;
-  let g0 = (p.g_base + h * p.g_stride) / 4u + (b - h * per) * 8u;
-  var v: array<vec4<f32>, 8>;
-  for (var i = 0u; i < 8u; i++) {
-    let g = gate_src[g0 + i];
-    v[i] = x[xv0 + b * 8u + i] / (1.0 + exp(-g));
-  }
-  return v;
 }

@@ -12,20 +12,7 @@ var<private> x_v0: u32;                           // x's first vec4 (read direct
 
 fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {
   x_v0 = xv0;
-  // Two of the lane's blocks per step, both loaded before either is quantised: one memory round trip for two
-  // blocks where x is wider than the workgroup's lanes (the down products stage 9 experts' 144 blocks).
-  var b = tid;
-  for (; b + wg_size < nb; b += 2u * wg_size) {
-    var v0: array<vec4<f32>, 8>;
-    var v1: array<vec4<f32>, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      v0[i] = x[xv0 + b * 8u + i];
-      v1[i] = x[xv0 + (b + wg_size) * 8u + i];
-    }
-    x_store_block(b, v0);
-    x_store_block(b + wg_size, v1);
-  }
-  if (b < nb) {
+  for (var b = tid; b < nb; b += wg_size) {
     var v: array<vec4<f32>, 8>;
     for (var i = 0u; i < 8u; i++) {
       v[i] = x[xv0 + b * 8u + i];
