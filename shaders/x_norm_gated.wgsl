@@ -10,7 +10,7 @@
 
 var<workgroup> block_sq: array<f32, 256>;
 
-fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, xn_share: vec2<u32>) {
+fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;
   for (var b = tid; b < nb; b += wg_size) {
     var acc = 0.0;

@@ -1,17 +1,16 @@
 // RMSNorm fused into the staging of a product's input: xn = x / sqrt(mean(x²) + eps) * norm_w, stored by every
 // workgroup into its staging (x_stage_q8.wgsl quantises it; x_stage_f32s.wgsl keeps it f32), so the separate
 // rmsnorm dispatch (and its round trip through memory) goes away. The scale is rms_scale64.wgsl's (rmsnorm.wgsl's
-// arithmetic), so the fused and unfused paths give the same bits. xn_share = (this workgroup, n > 0): the dispatch's
-// n workgroups also store xn for a later kernel (the shared expert, a residual path), this one its blocks b with
-// b % n == workgroup (spread, so that no workgroup's chain takes all of it), as f32 (XN = f32, xn_store_f32.wgsl) or
-// also quantised ahead for a Q8_0 product (XN = q8, xn_store_q8.wgsl); n = 0: none. Needs wg_size = 64.
+// arithmetic), so the fused and unfused paths give the same bits. write_xn: this workgroup also stores xn (a later
+// kernel, such as the shared expert or a residual path, reads it), as f32 (XN = f32, xn_store_f32.wgsl) or also
+// quantised ahead for a Q8_0 product (XN = q8, xn_store_q8.wgsl). Needs wg_size = 64.
 @group(0) @binding(5) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> xn_out: array<vec4<f32>>;
 
 #include "rms_scale64.wgsl"
 #include "xn_store_{{XN}}.wgsl"
 
-fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, xn_share: vec2<u32>) {
+fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;
   let inv = rms_scale64(tid, xv0, nb * 32u, eps);
   for (var b = tid; b < nb; b += wg_size) {
@@ -19,7 +18,7 @@ fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, xn_share: ve
     for (var i = 0u; i < 8u; i++) {
       v[i] = x[xv0 + b * 8u + i] * inv * norm_w[b * 8u + i];
     }
-    if (xn_share.y != 0u && b % xn_share.y == xn_share.x) {
+    if (write_xn) {
       store_xn_block(b, nb, v);
     }
     x_store_block(b, v);

@@ -5,7 +5,7 @@
 // Heads are whole 32-blocks and the gate's base and stride multiples of 4 (read as vec4).
 @group(0) @binding(6) var<storage, read> gate_src: array<vec4<f32>>;
 
-fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, xn_share: vec2<u32>) {
+fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;
   let per = p.group / 32u;   // blocks per head
   for (var b = tid; b < nb; b += wg_size) {
