@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
-from node_helpers import KERNEL_HARNESS
+from node_helpers import KERNEL_HARNESS, q8_row_words
 from diskformer.reference.layers import fake_quantize_q8_0
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -49,7 +49,7 @@ async def main(args):
                 route = buf(a["route"])
                 ids, weights = fused_kernels.moe_route_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out,
                                                                route, a["n_exp"], buf(a["slot_map"]), a["map_base"],
-                                                               shared_slot=a["shared_slot"])
+                                                               shared_slot=a["shared_slot"], x_q8=a["x_q8"])
                 extra = {"ids": ids, "w": weights}  # views of route, for the kernels after it
                 assert ids[0] is route and weights[0] is route and ids[1] % 256 == 0 and weights[1] % 256 == 0
             elif a["kernel"] == "ffn_gate_up":
@@ -157,11 +157,12 @@ def routed_cases(c, gfmt, ufmt, k, rows, cols, lane_cap, two_rows=False):
           map_base=base, out_len=k * rows, lane_cap=lane_cap, **({"multi_row_groups": 0} if two_rows else {}))
 
 
-def route_case(c, n_exp, k, ties, shared=False):
+def route_case(c, n_exp, k, ties, shared=False, x_q8=False):
     """The router's top-k inside the routed gate/up product: logits in the route buffer (with ties when asked:
     the lower expert index must win), every expert's slot a permutation; the ids and weights come back for the
-    kernels after it. shared: the pools hold one more slot, a shared expert, computed after the k picked ones."""
-    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "") + ("_shared" if shared else "")
+    kernels after it. shared: the pools hold one more slot, a shared expert, computed after the k picked ones.
+    x_q8: x given quantised ahead (the router's xq_out layout), each workgroup copying its codes."""
+    name = route_name(n_exp, k, ties, shared, x_q8)
     rows, cols, fmt = 24, 64, "q8"
     slots = n_exp + shared
     G = c.weights(name + "_g", fmt, slots * rows, cols).reshape(slots, rows, cols)
@@ -174,7 +175,7 @@ def route_case(c, n_exp, k, ties, shared=False):
     route[:n_exp] = logits
     base = 2
     perm = c.rng.permutation(n_exp).astype(np.uint32)
-    c.arr(name + "_x", x)
+    c.arr(name + "_x", q8_row_words([x]) if x_q8 else x)
     c.arr(name + "_map", np.concatenate([np.full(base, 99, np.uint32), perm]))
     c.arr(name + "_route", route)
     picked = np.argsort(-logits, kind="stable")[:k]
@@ -186,7 +187,11 @@ def route_case(c, n_exp, k, ties, shared=False):
     c.add((act, picked, weights), name=name, kernel="moe_route_gate_up", gate=name + "_g",
           up=name + "_u", gfmt=fmt, ufmt=fmt, slots=slots, rows=rows, cols=cols, k=k, x=name + "_x",
           route=name + "_route", n_exp=n_exp, slot_map=name + "_map", map_base=base, out_len=len(act),
-          shared_slot=n_exp if shared else None)
+          shared_slot=n_exp if shared else None, x_q8=x_q8)
+
+
+def route_name(n_exp, k, ties, shared=False, x_q8=False):
+    return f"route_e{n_exp}_k{k}" + ("_ties" if ties else "") + ("_shared" if shared else "") + ("_xq" if x_q8 else "")
 
 
 def dense_case(c, gfmt, ufmt, rows, cols, min_groups=0):
@@ -302,7 +307,8 @@ ROUTED = [("q8", "q8", 1, 40, 128, 16), ("q8", "q8", 3, 40, 128, 4), ("q8", "q8"
 ROUTED_TWO_ROWS = [("q8", "q8", 6, 33, 96, 16), ("f32", "q8", 3, 17, 64, 4), ("q8", "q8", 8, 64, 128, 16),
                    ("q8", "q8", 5, 33, 320, 2)]
 DENSE = [("q8", "q8", 70, 128, 0), ("f32", "f32", 30, 96, 0), ("q8", "q8", 40, 2048, 1 << 20)]  # last: 64 lanes
-ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False), (256, 8, False, True), (13, 4, True, True)]
+ROUTES = [(256, 8, False), (256, 8, True), (13, 4, True), (6, 6, False), (256, 8, False, True), (13, 4, True, True),
+          (256, 8, False, True, True), (13, 4, True, False, True)]  # the last two: x quantised ahead
 COMBINE = [("q8", 300, 3, 64, 256), ("q8", 256, 8, 128, 0), ("f32", 40, 1, 96, 256), ("q8", 70, 2, 512, 0),
            ("q8", 70, 2, 2048, 0, 1 << 20)]  # the last widened to 64 lanes per row (matvec_lanes)
 # (fmt, n, ffn, k, shared): the real shape's 8 + 1 experts of 16 blocks, rows not a multiple of a workgroup's, F32,
@@ -372,8 +378,7 @@ def test_shared_expert_down_fused_with_the_block_sums(fused_run, case):
 
 @pytest.mark.parametrize("case", ROUTES, ids=lambda t: "_".join(map(str, t)))
 def test_router_top_k_inside_the_gate_up_product(fused_run, case):
-    n_exp, k, ties, *shared = case
-    name = f"route_e{n_exp}_k{k}" + ("_ties" if ties else "") + ("_shared" if shared else "")
+    name = route_name(*case)
     act, picked, weights = fused_run.expect[name]
     out = lambda tag, dtype: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), dtype)  # noqa
     np.testing.assert_allclose(out("", np.float32)[:len(act)], act, rtol=1e-4, atol=1e-5)

@@ -68,6 +68,10 @@ async def main(args):
                     xq = out(a["xq"], q8_input_words(a["cols"]) * 4)
                     kern.rmsnorm(dl, buf(a["x"]), norm[0], xn, a["cols"], norm[1], x_base=a["x_base"], xq=xq)
                     kern.matvec(dl, w, xq, y, 0, a["y_base"], a.get("accumulate", False), x_q8=True)
+                elif a.get("xq_out"):  # the fused norm also leaves xn quantised (the router's, for the experts)
+                    xq = out(a["xq"], q8_input_words(a["cols"]) * 4)
+                    kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False),
+                                norm=norm, xn_out=xn, xq_out=xq)
                 elif a.get("expect_error"):
                     try:
                         kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], norm=norm, xn_out=xn)
@@ -491,7 +495,8 @@ def test_argmax_ties_to_lower_index(kernel_run):
 # --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
 # Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product; Q8_0
 # cases with Q8_0 activations a third ("<name>_3"): rmsnorm writing xn and its quantised copy, then the product
-# reading the copy (x_stage_q8pre.wgsl: what the output head does).
+# reading the copy (x_stage_q8pre.wgsl: what the output head does); cases with xn a fourth ("<name>_4"): the fused
+# product also writing xn quantised (xq_out: the router's, read by the routed experts).
 NORM_CASES = {  # name: (fmt, rows, cols, band_rows, x_base, y_base, eps, extra case fields)
     "nmv32": ("q8", 40, 32, None, 32, 5, 0.5, {"xn": True}),  # a large eps: a dropped eps shows
     "nmv256_bands": ("q8", 100, 256, 64, 64, 10, 1e-6, {"xn": True, "lane_cap": 4}),
@@ -540,7 +545,7 @@ def norm_run(tmp_path_factory):
         if extra.get("accumulate"):
             y += y0[y_base:]
         ref[name] = (y, xn, y0)
-        for twin in ("", "_2", "_3") if q8 else ("", "_2"):
+        for twin in ("", "_2") + (("_3",) if q8 else ()) + (("_4",) if extra.get("xn") else ()):
             case = dict(name=name + twin, kernel="matvec", fmt=fmt, w="w_" + name, rows=rows, cols=cols,
                         band_rows=band_rows, x="nx", y="y_" + name + twin, y_len=y_len, x_base=x_base,
                         y_base=y_base, nw="nw_" + name, eps=eps, outputs=["y_" + name + twin])
@@ -552,8 +557,9 @@ def norm_run(tmp_path_factory):
                 case["outputs"].append(case["xn"])
             case["two_step"] = twin == "_2"
             case["prequant"] = twin == "_3"
-            if twin == "_3":
-                case["xq"] = "xq_" + name
+            case["xq_out"] = twin == "_4"
+            if twin in ("_3", "_4"):
+                case["xq"] = "xq_" + name + ("_4" if twin == "_4" else "")
                 case["outputs"].append(case["xq"])
             c.add(**case)
     # the fallback cannot fuse: without xn_out it must refuse rather than read an unnormalised x
@@ -563,6 +569,19 @@ def norm_run(tmp_path_factory):
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)
     return c, ref, info
+
+
+def assert_q8_words(words, xn):
+    """words (rmsnorm_q8.wgsl's layout: every block's codes, then the scales) hold xn quantised as ggml does."""
+    nb = xn.size // 32
+    codes = words[:8 * nb].view(np.int8).astype(np.float32).reshape(nb, 32)
+    scales = words[8 * nb:9 * nb].view(np.float32)
+    want = fq(xn).reshape(nb, 32)
+    got = codes * scales[:, None]
+    # a code at an exact .5 tie may round one step apart where the device's division differs in the last bit
+    off = got != want
+    assert off.mean() < 0.01, off.sum()
+    np.testing.assert_allclose(np.abs(got - want)[off], np.broadcast_to(scales[:, None], off.shape)[off], rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", list(NORM_CASES))
@@ -590,18 +609,15 @@ def test_matvec_fused_rmsnorm(norm_run, name):
         y3 = c.out(name + "_3", "y_" + name + "_3")
         xn3 = c.out(name + "_3", "xn_" + name + "_3")[:cols]
         np.testing.assert_allclose(xn3, c.out(name + "_2", "xn_" + name + "_2")[:cols], rtol=1e-6, atol=1e-7)
-        words = c.out(name + "_3", "xq_" + name, np.uint32)
-        nb = cols // 32
-        codes = words[:8 * nb].view(np.int8).astype(np.float32).reshape(nb, 32)
-        scales = words[8 * nb:9 * nb].view(np.float32)
-        want = fq(xn3).reshape(nb, 32)
-        got = codes * scales[:, None]
-        # a code at an exact .5 tie may round one step apart where the device's division differs in the last bit
-        off = got != want
-        assert off.mean() < 0.01, off.sum()
-        np.testing.assert_allclose(np.abs(got - want)[off], np.broadcast_to(scales[:, None], off.shape)[off], rtol=1e-6)
+        assert_q8_words(c.out(name + "_3", "xq_" + name, np.uint32), xn3)
         close(y3[y_base:y_base + rows], y2[y_base:y_base + rows], rtol=1e-4, atol=2e-3)
         close(y3[y_base:y_base + rows], y_ref, rtol=1e-4, atol=2e-3)
+    if extra.get("xn"):
+        # the fused product also writing xn quantised: the same product and xn, bit for bit, and xn's Q8_0 codes
+        np.testing.assert_array_equal(c.out(name + "_4", "y_" + name + "_4"), y)
+        xn4 = c.out(name + "_4", "xn_" + name + "_4")[:cols]
+        np.testing.assert_array_equal(xn4, c.out(name, "xn_" + name)[:cols])
+        assert_q8_words(c.out(name + "_4", "xq_" + name + "_4", np.uint32), xn4)
 
 
 def test_matvec_norm_fallback_needs_xn_out(norm_run):
