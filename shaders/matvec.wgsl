@@ -5,8 +5,7 @@
 // int8 dot products); F32 weights multiply x as is. ROWS > 1 (tall matrices such as the output head) gives each
 // lane group ROWS consecutive rows (fewer, fuller workgroups). ACCUMULATE adds onto y (a residual add fused into
 // the product). NORM = rms fuses the RMSNorm that precedes the product into the staging (x_norm_rms.wgsl: x is
-// normalised per workgroup with p.eps; p.xn_write asks workgroup (0, 0) to store the normalised values after its
-// product); gated
+// normalised per workgroup with p.eps; p.xn_write asks workgroup (0, 0) to store the normalised values); gated
 // and sgate fuse a gated per-head RMSNorm or a sigmoid gate read from a second input (x_norm_gated.wgsl,
 // x_norm_sgate.wgsl: p.group values per head, gate values at p.g_base + head · p.g_stride); none stages x as is.
 // ARGMAX = parts: each workgroup also stores the largest of the values it wrote and its index (y_base + row, ties to
@@ -43,8 +42,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       y_old[i] = y[p.y_base + min(row0 + i, p.rows - 1u)];
     }
   }
-  let write_xn = p.xn_write != 0u && wg.x == 0u && wg.y == 0u;
-  stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, write_xn);
+  stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
   let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   var vals = total;
@@ -60,5 +58,4 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
   }
   store_row_argmax(g, lid.x, row0, vals);
-  finish_input(lid.x, 64u, p.nb, write_xn);
 }

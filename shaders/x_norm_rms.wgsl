@@ -1,8 +1,8 @@
 // RMSNorm fused into the staging of a product's input: xn = x / sqrt(mean(x²) + eps) * norm_w, stored by every
 // workgroup into its staging (x_stage_q8.wgsl quantises it; x_stage_f32s.wgsl keeps it f32), so the separate
 // rmsnorm dispatch (and its round trip through memory) goes away. The scale is rms_scale64.wgsl's (rmsnorm.wgsl's
-// arithmetic), so the fused and unfused paths give the same bits. write_xn: this workgroup also stores xn after its
-// product (finish_input; a later kernel, such as the shared expert or a residual path, reads it), as f32 (XN = f32, xn_store_f32.wgsl) or also
+// arithmetic), so the fused and unfused paths give the same bits. write_xn: this workgroup also stores xn (a later
+// kernel, such as the shared expert or a residual path, reads it), as f32 (XN = f32, xn_store_f32.wgsl) or also
 // quantised ahead for a Q8_0 product (XN = q8, xn_store_q8.wgsl). Needs wg_size = 64.
 @group(0) @binding(5) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> xn_out: array<vec4<f32>>;
@@ -10,34 +10,18 @@
 #include "rms_scale64.wgsl"
 #include "xn_store_{{XN}}.wgsl"
 
-var<private> xn_inv: f32;   // the norm's scale, kept for finish_input
-
 fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;
   let inv = rms_scale64(tid, xv0, nb * 32u, eps);
-  xn_inv = inv;
   for (var b = tid; b < nb; b += wg_size) {
     var v: array<vec4<f32>, 8>;
     for (var i = 0u; i < 8u; i++) {
       v[i] = x[xv0 + b * 8u + i] * inv * norm_w[b * 8u + i];
     }
+    if (write_xn) {
+      store_xn_block(b, nb, v);
+    }
     x_store_block(b, v);
   }
   workgroupBarrier();
-}
-
-// After the product: the asked workgroup stores xn (the same values, computed again from x, in the L2 cache by now),
-// so that its stores, and with XN = q8 their quantisation, stay out of the staging every workgroup waits on: written
-// into the staging loop, the router's quantised copy cost its dispatch ~1 us on the H200 (tools/h200: ab.sh).
-fn finish_input(tid: u32, wg_size: u32, nb: u32, write_xn: bool) {
-  if (!write_xn) {
-    return;
-  }
-  for (var b = tid; b < nb; b += wg_size) {
-    var v: array<vec4<f32>, 8>;
-    for (var i = 0u; i < 8u; i++) {
-      v[i] = x[x_v0 + b * 8u + i] * xn_inv * norm_w[b * 8u + i];
-    }
-    store_xn_block(b, nb, v);
-  }
 }

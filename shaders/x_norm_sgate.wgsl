@@ -20,5 +20,3 @@ fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bo
   }
   workgroupBarrier();
 }
-
-fn finish_input(tid: u32, wg_size: u32, nb: u32, write_xn: bool) {}   // nothing stored for later kernels
