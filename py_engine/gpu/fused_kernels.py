@@ -83,8 +83,8 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
     per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": "q8load" if x_q8 else xfmt(kern, gate.fmt, up.fmt),
-              "LANES": lanes,
-              "ROUTED": "true" if routed else "false", "ROWS": rows_per, "ROUTE": "topk" if topk else "ids"}
+              "LANES": lanes, "ROUTED": "true" if routed else "false", "ROWS": rows_per,
+              "ROUTE": "topk" if topk else "ids"}
     n_k = k + (shared_slot is not None)
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)
 

@@ -177,9 +177,10 @@ class Kernels:
         xn_out, so xn_out is then required. xn_out: also receives xn at [0, cols) (written by the first band's
         dispatch; must not be x). xq_out: with norm and xn_out, xn is also written quantised per 32-block there
         (q8_input_words(cols) words, rmsnorm_q8.wgsl's layout; shaders/xn_store_q8.wgsl) for a following Q8_0
-        product that reads it as is (fused_kernels.moe_route_gate_up(x_q8=True)). x_gate: multiply the gated x of an InputGate instead, fused the same way (only
-        where can_gate_input(w)). x_q8: x is the input already quantised by rmsnorm(xq=...) (only where
-        takes_q8_input(w); x_base a multiple of 4), read as is by every workgroup (shaders/x_stage_q8pre.wgsl).
+        product that reads it as is (fused_kernels.moe_route_gate_up(x_q8=True)). x_gate: multiply the gated x of
+        an InputGate instead, fused the same way (only where can_gate_input(w)). x_q8: x is the input already
+        quantised by rmsnorm(xq=...) (only where takes_q8_input(w); x_base a multiple of 4), read as is by every
+        workgroup (shaders/x_stage_q8pre.wgsl).
         argmax_out: also argmax_out[0] = the index (y_base + row) of the largest value written, ties to the lower,
         and argmax_out[1] its f32 bits: every workgroup stores its rows' best as a partial
         (shaders/row_argmax_parts.wgsl) and one more dispatch reduces them (argmax_final), with no pass over y."""
@@ -225,7 +226,8 @@ class Kernels:
             kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
-                      "ARGMAX": "none" if parts is None else "parts", "XN": "f32" if xq_out is None or norm is None else "q8"}
+                      "ARGMAX": "none" if parts is None else "parts",
+                      "XN": "q8" if xq_out is not None and norm is not None else "f32"}
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
             g = x_gate or InputGate("none", None, 0, 0, 0)
