@@ -18,7 +18,8 @@ struct Params {
 
 const LANES: u32 = {{LANES}}u;
 const ABSENT: u32 = 0xFFFFFFFFu;
-#include "pair_reduce.wgsl"
+#include "group_sum4.wgsl"
+#include "silu_times.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -42,7 +43,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       acc += vec2<f32>(part_dot_q(gc, gs, blk, b), part_dot_q(uc, us, blk, b));
     }
   }
-  let total = pair_sum(acc, lid.x);
+  let total = group_sum(vec4<f32>(acc, 0.0, 0.0), lid.x).xy;
   if (lane == 0u && row < p.rows && (mine || (absent && p.buf == 0u))) {
     act[k * p.rows + row] = silu_times(total.x, total.y);
   }

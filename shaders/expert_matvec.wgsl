@@ -19,7 +19,7 @@ struct Params {
 
 const LANES: u32 = {{LANES}}u;
 const ABSENT: u32 = 0xFFFFFFFFu;
-#include "row_reduce.wgsl"
+#include "group_sum4.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -42,7 +42,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       acc += expert_dot_q(base, row * p.nb + b, b);
     }
   }
-  let total = row_sum(acc, lid.x);
+  let total = group_sum(vec4<f32>(acc, 0.0, 0.0, 0.0), lid.x).x;
   if (lane == 0u && row < p.rows && (mine || (absent && p.buf == 0u))) {
     y[k * p.rows + row] = total;
   }

@@ -1,32 +1,7 @@
 // Row groups of LANES lanes computing ROWS rows each (matvec.wgsl's layout): a lane's partial products, and their
 // sum over the group. LANES is a power of two dividing the workgroup size of 64. The includer declares LANES, ROWS
 // and block_dot_q (block_dot_*.wgsl).
-var<workgroup> red4: array<vec4<f32>, 64>;
-
-// The sum of the lanes' vec4 partials over their row group; every lane gets the group's totals (a workgroup-shared
-// tree: correct for any subgroup width, or none).
-fn group_sum(acc: vec4<f32>, tid: u32) -> vec4<f32> {
-  let lane = tid % LANES;
-  red4[tid] = acc;
-  workgroupBarrier();
-  // two levels per barrier: lane i < s/2 adds (i + s) and (i + s/2 + s) into i and i + s/2 first, the same
-  // additions in the same association as one level at a time (the same bits); a lone last level after
-  var s = LANES / 2u;
-  for (; s > 1u; s >>= 2u) {
-    let h = s / 2u;
-    if (lane < h) {
-      red4[tid] = (red4[tid] + red4[tid + s]) + (red4[tid + h] + red4[tid + h + s]);
-    }
-    workgroupBarrier();
-  }
-  if (s == 1u) {
-    if (lane == 0u) {
-      red4[tid] += red4[tid + 1u];
-    }
-    workgroupBarrier();
-  }
-  return red4[tid - lane];
-}
+#include "group_sum4.wgsl"
 
 // This lane's partial sums for rows row0 .. row0 + ROWS - 1 of a matrix of `rows` rows of nb blocks whose row 0 is
 // weight row `base` of the buffers (rows past the end repeat the last row: the caller never writes them).
