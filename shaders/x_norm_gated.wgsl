@@ -8,7 +8,7 @@
 @group(0) @binding(5) var<storage, read> norm_w: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> gate_src: array<vec4<f32>>;
 
-var<workgroup> block_sq: array<f32, 256>;
+var<workgroup> block_sq: array<f32, {{STAGED_BLOCKS}}>;   // per block of the input (the pipeline's blocks)
 
 fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
   x_v0 = xv0;

@@ -1,8 +1,9 @@
 // The activation operand read as f32 (as x_stage_f32.wgsl) but from a copy staged in workgroup memory: the
 // staging a fused RMSNorm needs (x_norm_rms.wgsl stores the normalised values through x_store_block), so an
-// f32-activation product can take its norm in the same dispatch. K <= 4 · XS_VECS columns.
-const XS_VECS: u32 = 512u;
-var<workgroup> xs: array<vec4<f32>, 512>;
+// f32-activation product can take its norm in the same dispatch. K <= 4 · XS_VECS columns (STAGED_BLOCKS: the
+// pipeline's blocks, at most 64; sized to them as xq_staged.wgsl is).
+const XS_VECS: u32 = 8u * {{STAGED_BLOCKS}}u;
+var<workgroup> xs: array<vec4<f32>, XS_VECS>;
 var<private> x_v0: u32;   // x's first vec4: x4(v) reads staged value v - x_v0
 
 fn stage_x(tid: u32, wg_size: u32, xv0: u32, nb: u32) {

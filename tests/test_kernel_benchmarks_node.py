@@ -3,7 +3,7 @@ on this machine's adapter, so they cannot rot: each must run the engine's curren
 agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the
 engine's layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up
 product with its top-k, whose bits the other forms must give; dispatch_chain.mjs: every dispatch of its chain
-counted).
+counted; wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs).
 """
 import json
 import shutil
@@ -76,3 +76,14 @@ def test_dispatch_chain_counts_every_dispatch():
     chase = by_case["dependent loads per lane"]
     # both forms timed (which is longer is the benchmark's figure, not a check: a loaded CI host reorders them)
     assert chase["us_33_loads"] > 0 and chase["us_1_load"] > 0
+
+
+def test_wave_sweep_variants_give_the_engines_outputs():
+    rows = _run("tools/h200/wave_sweep.mjs", "--tiny")
+    checks = {r["kernel"]: r["same_as_engine"] for r in rows if "same_as_engine" in r}
+    assert {"routed gate/up, top-k ranked (engine)", "routed gate/up, ids read, staging for 256 blocks",
+            "down products + sums, staging for 256 blocks", "matvec norm fused, staging for 256 blocks"} <= set(checks)
+    assert all(checks.values()), checks
+    timed = [r for r in rows if "us" in r]
+    assert timed and all(r["us"] > 0 and 0 < r["workgroups"] <= r["of"] for r in timed)
+    assert "rose_by_a_quarter_at" in rows[-1]

@@ -159,7 +159,8 @@ class StreamingKernels(Kernels):
             binds = {0: params, 1: x, 2: y, 3: buf, 5: self.pool.route_slots}
             if pool.fmt == "q8":
                 binds[4] = buf
-            self._record(dl, "expert_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes},
+            self._record(dl, "expert_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes,
+                                                     "STAGED_BLOCKS": nb},
                          binds, groups, f"{label or pool.name}@pool{b}")
 
     def _residency_check(self, dl, layer, k, route_ids):

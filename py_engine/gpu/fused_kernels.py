@@ -84,7 +84,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": "q8load" if x_q8 else xfmt(kern, gate.fmt, up.fmt),
               "LANES": lanes, "ROUTED": "true" if routed else "false", "ROWS": rows_per,
-              "ROUTE": "topk" if topk else "ids"}
+              "ROUTE": "topk" if topk else "ids", "STAGED_BLOCKS": nb}
     n_k = k + (shared_slot is not None)
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)
 
@@ -117,7 +117,8 @@ def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
         binds = {0: params, 1: x, 2: act, 3: buf, 5: pool.route_slots}
         if gate.fmt == "q8":
             binds[4] = buf
-        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes},
+        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes,
+                                                   "STAGED_BLOCKS": nb},
                      binds, groups, f"{label}@pool{b}")
 
 
@@ -134,7 +135,8 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
     lanes = matvec_lanes(w_down.rows, nb, kern.lane_cap, kern.matvec_min_groups)
     rows_per = matvec_rows_per_group(w_down.rows, lanes, kern.matvec_multi_row_groups)
     params = kern._params("4I", w_down.rows, nb, k, w_down.rows, label=label)
-    consts = {"WFMT": w_down.fmt, "XFMT": xfmt(kern, w_down.fmt), "LANES": lanes, "ROWS": rows_per}
+    consts = {"WFMT": w_down.fmt, "XFMT": xfmt(kern, w_down.fmt), "LANES": lanes, "ROWS": rows_per,
+              "STAGED_BLOCKS": nb}
     binds = {0: params, 1: act, 2: h, **w_down.bands[0][2], 5: route_w, 6: down, 7: xn, 8: gate_w}
     per_group = 64 // lanes * rows_per
     kern._record(dl, "shexp_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
@@ -176,7 +178,7 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
     slot, gate_at = shared or (0, 0)
     params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, slot, gate_at, label=label)
     consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
-              "SHARED": "true" if shared is not None else "false", "N_E": n_e}
+              "SHARED": "true" if shared is not None else "false", "N_E": n_e, "STAGED_BLOCKS": n_e * nb}
     per_group = 64 // lanes * rows_per
     kern._record(dl, "moe_down_combine.wgsl", consts, {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route,
                                                       6: slot_map}, (rows + per_group - 1) // per_group, label)

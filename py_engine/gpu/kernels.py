@@ -224,7 +224,7 @@ class Kernels:
         part_base = 0
         for band, ((row0, n, bufs), (lanes, rows, groups)) in enumerate(zip(w.bands, shapes)):
             kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
-            consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows,
+            consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows, "STAGED_BLOCKS": nb,
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
                       "ARGMAX": "none" if parts is None else "parts",
                       "XN": "q8" if xq_out is not None and norm is not None else "f32"}
@@ -263,7 +263,7 @@ class Kernels:
         bufs = pool.bands[0][2]
         per_group = 64 // lanes * per_row
         groups = ((rows + per_group - 1) // per_group, k)
-        consts = {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes, "ROWS": per_row}
+        consts = {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes, "ROWS": per_row, "STAGED_BLOCKS": nb}
         self._record(dl, "moe_matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map},
                      groups, label or pool.name)
 

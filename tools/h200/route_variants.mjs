@@ -45,7 +45,7 @@ const params = (nExpP) => mkbuf(new Uint32Array([rows, nb, 0, nExpP, k, idsBase,
 const actBytes = 4 * gy * rows;
 
 const engine = (route) => assemble('moe_gate_up.wgsl', { WFMT: 'q8', UFMT: 'q8', XFMT: 'q8', LANES: lanes, ROUTED: 'true',
-  ROWS: rowsPer, ROUTE: route });
+  ROWS: rowsPer, ROUTE: route, STAGED_BLOCKS: nb });
 function edit(code, from, to) {
   if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
   return code.replace(from, to);
