@@ -2,8 +2,9 @@
 // shader, assembled as the engine does, at the real model's shape and launch) is timed on the first W of its
 // workgroups for W from a few to all. Every workgroup does the same work, so while the GPU holds all W at once the
 // time stays near one workgroup's chain; a step up where the GPU can no longer hold them (registers, workgroup
-// memory) means a second wave. Variants: the input's staging sized for 256 blocks (the widest product; the engine
-// sizes it to the pipeline's own blocks), one block per lane and step instead of two or four (fewer loads in flight),
+// memory) means a second wave. Kernels: the routed gate/up, the down products + sums, the DeltaNet input product, a
+// product at ssm_out's shape, the output head. Variants: the input's staging sized for 256 blocks (the widest
+// product; the engine sizes it to the pipeline's own blocks), one block per lane and step instead of four,
 // other rows per lane group; each is checked against the engine's form (same outputs, bit for bit, expected).
 //   DAWN_NODE=path/dawn.node node tools/h200/wave_sweep.mjs [--tiny]
 // Prints one JSON line per (kernel, workgroups): µs per dispatch (back-to-back dispatches in one pass, median of
@@ -131,6 +132,32 @@ for (const [label, rows, cols, norm] of tiny ? [['norm fused', 512, 256, 'rms'],
     kernels.push({ family, name: `${family}, ${other} rows per lane group`, code: src(other, nb), bufs, used,
       gx: Math.ceil(groups * per / other), gy: 1, out });
   }
+}
+
+// the output head (matvec.wgsl over 248,320 rows of 2,048, its input quantised ahead by the final norm: x_stage_q8pre,
+// every workgroup leaving its argmax partial): ~15.5k workgroups, many waves whatever their size; whether one block
+// per lane and step (fewer loads in flight) costs it what it saves the DeltaNet input product
+{
+  const [rows, cols] = tiny ? [1024, 256] : [248320, 2048];
+  const nb = cols / 32, { lanes, per, groups } = launch(rows, nb), blocks = rows * nb;
+  const words = (n) => {   // n random 4-byte words, quickly (the head's codes are 508 MB)
+    const w = new Uint32Array(n);
+    for (let i = 0; i < n; i++) w[i] = (r() * 4294967296) >>> 0;
+    return w;
+  };
+  const xq = words(Math.ceil(nb * 9 / 4) * 4);
+  new Float32Array(xq.buffer, 32 * nb, nb).set(Float32Array.from({ length: nb }, () => 0.01 + r() * 0.01));
+  const out = { size: 4 * rows, init: null };
+  const bufs = [params([rows, nb, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), null,
+    device.createBuffer({ size: out.size, usage: S | CS }), mkbuf(words(blocks * 8)), mkbuf(scales(blocks)), null,
+    null, mkbuf(xq), device.createBuffer({ size: 8 * groups, usage: S })];
+  const code = assemble('matvec.wgsl', { WFMT: 'q8', XFMT: 'q8pre', LANES: lanes, ROWS: per, ACCUMULATE: 'false',
+    NORM: 'none', ARGMAX: 'parts', XN: 'f32', STAGED_BLOCKS: nb });
+  const used = [0, 2, 3, 4, 7, 8], family = 'output head';
+  kernels.push({ family, name: `${family} (engine: ${per} rows per lane group)`, code, bufs, used, gx: groups, gy: 1,
+    out });
+  kernels.push({ family, name: `${family}, 1 block per step`, code: oneBlockMatvec(code), bufs, used, gx: groups,
+    gy: 1, out });
 }
 
 // one dispatch over all of a kernel's workgroups from its output's initial values: what the variants must agree on
