@@ -5,8 +5,12 @@
 
 // This lane's partial sums for rows row0 .. row0 + ROWS - 1 of a matrix of `rows` rows of nb blocks whose row 0 is
 // weight row `base` of the buffers (rows past the end repeat the last row: the caller never writes them).
-// Four of the lane's blocks per step (the same additions in the same order as one at a time): their loads are
-// independent, so they are in flight together rather than one memory round trip per block.
+// With one row per lane group, four of the lane's blocks per step (the same additions in the same order as one at a
+// time): their loads are independent, so they are in flight together rather than one memory round trip per block.
+// With ROWS rows the rows' blocks are already that many loads in flight: one block per step (four made the DeltaNet
+// input product ~1 µs slower on the H200, tools/h200/wave_sweep.mjs).
+const BLOCKS_PER_STEP: u32 = select(1u, 4u, ROWS == 1u);
+
 fn rows_partial(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32> {
   return rows_partial_at(row0, lane, base, rows, nb, 0u);
 }
@@ -17,7 +21,7 @@ fn rows_partial_at(row0: u32, lane: u32, base: u32, rows: u32, nb: u32, xb: u32)
   var acc = vec4<f32>(0.0);
   if (row0 < rows) {
     var b = lane;
-    for (; b + 3u * LANES < nb; b += 4u * LANES) {
+    for (; BLOCKS_PER_STEP == 4u && b + 3u * LANES < nb; b += 4u * LANES) {
       for (var i = 0u; i < ROWS; i++) {
         let blk = (base + min(row0 + i, rows - 1u)) * nb + b;
         let d0 = block_dot_q(blk, xb + b);

@@ -27,10 +27,10 @@ function edit(code, from, to) {
   if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
   return code.split(from).join(to);
 }
-// one block per lane and step: the loop of four blocks per step never runs (the single-block loop after it takes
-// every block, adding in the same order)
-const oneBlockMatvec = (code) => edit(code, 'for (; b + 3u * LANES < nb; b += 4u * LANES) {',
-  'for (; b + 3u * LANES < nb && nb == 0u; b += 4u * LANES) {');
+// the lane's blocks per step of row_reduce4.wgsl's products set to n (1 or 4) whatever the rows per lane group: the
+// same additions in the same order
+const blocksPerStep = (code, n) => edit(code, 'const BLOCKS_PER_STEP: u32 = select(1u, 4u, ROWS == 1u);',
+  `const BLOCKS_PER_STEP: u32 = ${n}u;`);
 
 // buffers[i] at binding i for the bindings the variant reads (`layout: 'auto'` leaves out the ones it only declares)
 function bound(code, buffers, used) {
@@ -126,8 +126,9 @@ for (const [label, rows, cols, norm] of tiny ? [['norm fused', 512, 256, 'rms'],
     gx: groups, gy: 1, out });
   kernels.push({ family, name: `${family}, staging for ${OLD_STAGING} blocks`, code: src(per, OLD_STAGING), bufs, used,
     gx: groups, gy: 1, out });
-  kernels.push({ family, name: `${family}, 1 block per step`, code: oneBlockMatvec(src(per, nb)), bufs, used,
-    gx: groups, gy: 1, out });
+  const other = per === 1 ? 1 : 4;   // the engine takes 4 blocks per step with one row per lane group, else 1
+  kernels.push({ family, name: `${family}, ${other} block${other > 1 ? 's' : ''} per step`,
+    code: blocksPerStep(src(per, nb), other), bufs, used, gx: groups, gy: 1, out });
   for (const other of [1, 2, 4].filter((v) => v !== per)) {
     kernels.push({ family, name: `${family}, ${other} rows per lane group`, code: src(other, nb), bufs, used,
       gx: Math.ceil(groups * per / other), gy: 1, out });
