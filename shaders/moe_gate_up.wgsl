@@ -4,8 +4,9 @@
 // G (ffn_gate_exps, bindings 3/4) and U (ffn_up_exps, bindings 7/8) are pools of same-shaped matrices, each Q8_0
 // planes or F32 (WFMT / UFMT); XFMT = q8 when either is Q8_0: x is then quantised once per workgroup as llama.cpp
 // does (x_stage_q8.wgsl) for the Q8_0 products (an F32 part reads x as is). The matvec.wgsl lane layout.
-// ROUTE = topk: each workgroup ranks the router's logits itself (route_topk.wgsl: route = logits | ids | weights,
-// the ids and weights stored for the kernels after it); ids: the experts come from route_ids (route_ids.wgsl).
+// ROUTE = topk: each workgroup ranks the router's logits itself (route_topk.wgsl: route = logits | ids | weights);
+// one more row of workgroups after the experts' is launched, whose first stores the ids and weights for the kernels
+// after it; ids: the experts come from route_ids (route_ids.wgsl).
 // ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
 // A shared expert stacked into the pools after the routed ones (slot p.shared_slot) runs as one more routed expert:
 // workgroups wg.y = p.k take it (its output after the k routed experts'); launched only when the pools hold it.
@@ -30,14 +31,21 @@ const ROWS: u32 = {{ROWS}}u;   // 1 or 2 rows per lane group: (gate, up) of each
 #include "silu_times.wgsl"
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
+  if (ROUTED && ROUTE_WRITER && k == ng.y - 1u) {   // the row after the experts': its first workgroup is the writer
+    if (wg.x == 0u) {
+      write_route(lid.x);
+    }
+    return;
+  }
   let row0 = (wg.x * (64u / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var slot = 0u;
   if (ROUTED) {
     if (k < p.k) {
-      slot = slot_map[p.map_base + routed_expert(k, lid.x, wg.x == 0u && k == 0u)];
+      slot = slot_map[p.map_base + routed_expert(k, lid.x)];
     } else {
       slot = p.shared_slot;
     }

@@ -36,7 +36,8 @@ def route_layout(n_exp: int, k: int) -> tuple:
 def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
                       label="ffn_moe_gate_up", shared_slot=None, x_q8=False):
     """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
-    workgroup ranks them (shaders/route_topk.wgsl) and one stores the ids and weights. shared_slot: the pools'
+    workgroup ranks them (shaders/route_topk.wgsl) and one more, which computes no product, also takes their softmax
+    and stores the ids and weights. shared_slot: the pools'
     slot of a shared expert, whose activations then follow the k routed experts' in `act`. Returns the (buffer,
     offset, size) views of the ids and of the weights for the down product and the block's sums. x_q8: x holds
     the input quantised ahead (Kernels.matvec's xq_out; both pools Q8_0 with Q8_0 activations): every workgroup
@@ -85,7 +86,8 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": "q8load" if x_q8 else xfmt(kern, gate.fmt, up.fmt),
               "LANES": lanes, "ROUTED": "true" if routed else "false", "ROWS": rows_per,
               "ROUTE": "topk" if topk else "ids", "STAGED_BLOCKS": nb}
-    n_k = k + (shared_slot is not None)
+    # the rows of workgroups: the k experts', the shared expert's, and with the top-k the writer's (route_topk.wgsl)
+    n_k = k + (shared_slot is not None) + (topk is not None)
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)
 
 

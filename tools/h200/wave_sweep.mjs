@@ -57,7 +57,7 @@ const OLD_STAGING = 256;   // the blocks every pipeline staged before its stagin
 {
   const [k, rows, cols, nExp] = tiny ? [4, 64, 256, 16] : [8, 512, 2048, 256];
   const nb = cols / 32, slots = 17, { lanes, per } = launch(rows * k, nb, 2);
-  const blocks = slots * rows * nb, gx = Math.ceil(rows / ((64 / lanes) * per)), gy = k + 1;
+  const blocks = slots * rows * nb, gx = Math.ceil(rows / ((64 / lanes) * per));
   const idsBase = Math.ceil((nExp + 1) / 64) * 64, wBase = idsBase + 64;
   const route = new Uint32Array(wBase + 64);
   new Float32Array(route.buffer, 0, nExp).set(floats(nExp).map((v) => 2 * v));
@@ -65,7 +65,7 @@ const OLD_STAGING = 256;   // the blocks every pipeline staged before its stagin
   const xq = new Uint32Array(Math.ceil(nb * 9 / 4) * 4);
   xq.set(Uint32Array.from({ length: 8 * nb }, () => (r() * 4294967296) >>> 0));
   new Float32Array(xq.buffer, 32 * nb, nb).set(Float32Array.from({ length: nb }, () => 0.01 + r() * 0.01));
-  const out = { size: 4 * gy * rows, init: null };
+  const out = { size: 4 * (k + 1) * rows, init: null };
   const bufs = [params([rows, nb, 0, nExp, k, idsBase, wBase, slots - 1]), mkbuf(floats(cols)),
     device.createBuffer({ size: out.size, usage: S | CS }), mkbuf(bytes(blocks * 32)), mkbuf(scales(blocks)),
     mkbuf(route, S | CD), mkbuf(Uint32Array.from({ length: nExp }, (_, i) => i % (slots - 1))),
@@ -76,7 +76,7 @@ const OLD_STAGING = 256;   // the blocks every pipeline staged before its stagin
   bufsIds[5] = mkbuf(route.slice(idsBase, idsBase + 64), S | CD);
   const used = [0, 2, 3, 4, 5, 6, 7, 8, 9];
   for (const [rt, b, what] of [['topk', bufs, 'top-k ranked'], ['ids', bufsIds, 'ids read']]) {
-    const family = `routed gate/up, ${what}`;
+    const family = `routed gate/up, ${what}`, gy = rt === 'topk' ? k + 2 : k + 1;   // the top-k: the writer's row
     kernels.push({ family, name: `${family} (engine)`, code: src(rt, per, nb), bufs: b, used, gx, gy, out });
     kernels.push({ family, name: `${family}, staging for ${OLD_STAGING} blocks`, code: src(rt, per, OLD_STAGING),
       bufs: b, used, gx, gy, out });
