@@ -4,7 +4,7 @@
 const WG: u32 = 256u;
 const COLS: u32 = 32u;                 // value columns per workgroup
 const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)
-const MAX_DK: u32 = 256u;
+const MAX_DK: u32 = {{MAX_DK}}u;      // the pipeline's key head size, rounded up to SLICES (at most 256)
 const MAX_ROWS: u32 = MAX_DK / SLICES; // key rows one lane keeps
 var<workgroup> q_sh: array<f32, MAX_DK>;
 var<workgroup> k_sh: array<f32, MAX_DK>;

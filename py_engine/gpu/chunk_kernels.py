@@ -315,7 +315,8 @@ class ChunkKernels:
         v_base = 2 * n_k_heads * dk
         qkv_stride = 2 * n_k_heads * dk + n_v_heads * dv
         params = self.kern._params("5If2I", n_k_heads, dk, q_base, k_base, qkv_stride, eps, 0, 0, label=scales_label)
-        self._rec(dl, "gdn_qk_scales.wgsl", {}, {0: params, 1: self.chunk, 2: qkv, 3: qk_scales},
+        self._rec(dl, "gdn_qk_scales.wgsl", {"MAX_DK": -(-dk // 8) * 8},
+                  {0: params, 1: self.chunk, 2: qkv, 3: qk_scales},
                   (n_k_heads, self.T), scales_label)
         params = self.kern._params("7If4I", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, qkv_stride,
                                    2 * n_v_heads, n_v_heads * dv, 0, label=label)

@@ -33,7 +33,8 @@ def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out,
     n_channels = 2 * k_base + n_v_heads * dv
     params = _params(kern, "7If4I", n_k_heads, n_v_heads, dk, dv, 0, k_base, 2 * k_base, eps, n_channels,
                      kernel_size, x_base, 0, label=label)
-    kern._record(dl, "gdn_conv_recurrent.wgsl", {},
+    # the lanes' loops and arrays sized to this dk (a multiple of the 8 lanes per column), not to the largest one
+    kern._record(dl, "gdn_conv_recurrent.wgsl", {"MAX_DK": -(-dk // 8) * 8},
                  {0: params, 1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out},
                  ((dv + 31) // 32, n_v_heads), label)  # 32 value columns per workgroup
 
