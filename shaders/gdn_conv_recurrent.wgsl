@@ -10,11 +10,12 @@
 //   beta   = sigmoid(beta_raw[h]);  g = softplus(alpha_raw[h] + dt_bias[h]) · ssm_a[h]
 //   S     *= exp(g);  d = beta · (v − Sᵀk);  S += k ⊗ d;  o = Sᵀq
 // S of a head is dk × dv, stored key-major (state[h][i][j], i = key index, j = value index) so that neighbouring
-// invocations (neighbouring j) read neighbouring words. A workgroup of 256 covers 32 value columns j; the 8 lanes
-// of a column split its key rows (i ≡ slice mod 8) and keep them in registers between the two passes, so each lane
-// walks dk / 8 rows instead of all dk twice (a long chain of dependent loads per lane was what bounded the kernel).
+// invocations (neighbouring j) read neighbouring words. A workgroup of 256 covers COLS value columns j (8); the
+// SLICES lanes of a column (32) split its key rows (i ≡ slice mod SLICES) and keep them in registers between the two
+// passes, so each lane walks dk / SLICES rows instead of all dk twice: the kernel is a chain of dependent steps
+// (loads, sums), and the shorter each lane's part and the more workgroups share a head, the shorter the chain.
 // Position 0 starts a sequence: the stored S and conv inputs read as zeros (no clearing pass).
-// Workgroups: (ceil(dv / 32), n_v_heads). Correct for any subgroup size (no subgroup operations).
+// Workgroups: (ceil(dv / COLS), n_v_heads). Correct for any subgroup size (no subgroup operations).
 #include "step.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,

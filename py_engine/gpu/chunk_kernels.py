@@ -8,6 +8,7 @@ import re
 
 from .buffers import storage_buffer
 from .kernels import GpuMatrix, xfmt
+from .qwen35_kernels import gdn_lane_consts
 
 GEMM_ROWS = 128  # weight rows per workgroup of shaders/gemm_tile_{f32,q8}.wgsl
 GEMM_TOKEN_TILES = (16, 32, 64)  # its token tiles (16 · TILE_TN tokens, TILE_TN = 1, 2, 4 per lane)
@@ -315,7 +316,7 @@ class ChunkKernels:
         v_base = 2 * n_k_heads * dk
         qkv_stride = 2 * n_k_heads * dk + n_v_heads * dv
         params = self.kern._params("5If2I", n_k_heads, dk, q_base, k_base, qkv_stride, eps, 0, 0, label=scales_label)
-        self._rec(dl, "gdn_qk_scales.wgsl", {"MAX_DK": -(-dk // 8) * 8},
+        self._rec(dl, "gdn_qk_scales.wgsl", gdn_lane_consts(dk),
                   {0: params, 1: self.chunk, 2: qkv, 3: qk_scales},
                   (n_k_heads, self.T), scales_label)
         params = self.kern._params("7If4I", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, qkv_stride,

@@ -5,6 +5,17 @@ its step uniform, its parameter buffers), like the launchers in kernels.py.
 from .kernels import InputGate
 
 MAX_GDN_KEY_DIM = 256  # shaders/gdn_conv_recurrent.wgsl keeps one key head's q and k in workgroup memory
+# Value columns per workgroup of the one-token recurrence (shaders/gdn_lanes.wgsl): its 256 lanes split each column's
+# key rows over 256 / GDN_COLS lanes. 8 columns (512 workgroups, 4 rows per lane at dk 128) took the recurrence
+# ~67 µs per token off 32 columns' (128 workgroups of 32 rows per lane) on the H200: docs/benchmarks.md.
+GDN_COLS = 8
+
+
+def gdn_lane_consts(dk: int) -> dict:
+    """gdn_lanes.wgsl's pipeline constants for key heads of dk: its loops and q/k arrays sized to dk rounded up to
+    the lanes of a column, not to the largest key head."""
+    slices = 256 // GDN_COLS
+    return {"GDN_COLS": GDN_COLS, "MAX_DK": -(-dk // slices) * slices}
 
 
 def _step_label(label: str, name: str) -> str:
@@ -33,10 +44,9 @@ def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out,
     n_channels = 2 * k_base + n_v_heads * dv
     params = _params(kern, "7If4I", n_k_heads, n_v_heads, dk, dv, 0, k_base, 2 * k_base, eps, n_channels,
                      kernel_size, x_base, 0, label=label)
-    # the lanes' loops and arrays sized to this dk (a multiple of the 8 lanes per column), not to the largest one
-    kern._record(dl, "gdn_conv_recurrent.wgsl", {"MAX_DK": -(-dk // 8) * 8},
+    kern._record(dl, "gdn_conv_recurrent.wgsl", gdn_lane_consts(dk),
                  {0: params, 1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out},
-                 ((dv + 31) // 32, n_v_heads), label)  # 32 value columns per workgroup
+                 (-(-dv // GDN_COLS), n_v_heads), label)
 
 
 def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):

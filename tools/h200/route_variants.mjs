@@ -1,12 +1,13 @@
 // The decode's routed gate/up product (shaders/moe_gate_up.wgsl over resident Q8_0 pools, 8 of 256 experts and the
 // shared expert stacked as one more slot) at the real model's shape, with the router's top-k ranked by every
-// workgroup (ROUTE=topk, the engine's) against the same product reading the ids (ROUTE=ids: the top-k's own cost)
-// and variants of the ranking's organisation; the ranking cut short after each of its steps (where its time goes);
-// the product's loops written out, x's quantisation in its earlier loop form, and the product without it or without
-// the weights' loads; the product reading the ids over fewer experts (how its time scales with the work); and
-// router_topk.wgsl alone (the ranking as its own dispatch). Each variant reports whether its activations
-// and stored ids / weights are the engine's bit for bit (the cut ones pick other experts: timing only); on lavapipe
-// all are (the test requires it), on the H200 the written-out loops are not: the driver rounds by code shape.
+// workgroup (ROUTE=topk, the engine's: one more row of workgroups, the writer, takes the softmax and stores the ids
+// and weights) against the same product reading the ids (ROUTE=ids: the top-k's own cost); the product's loops
+// written out, x's quantisation in its earlier loop form, and the product without it or without the weights' loads;
+// the product reading the ids over fewer experts (how its time scales with the work); and router_topk.wgsl alone
+// (the ranking as its own dispatch). Each variant reports whether its activations and stored ids / weights are the
+// engine's bit for bit (the timing-only ones compute other values); on lavapipe all are (the test requires it), on
+// the H200 the written-out loops are not: the driver rounds by code shape. (The variants of the earlier ranking,
+// which took the softmax in every workgroup, are in docs/benchmarks.md with their figures.)
 //   DAWN_NODE=path/dawn.node node tools/h200/route_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
 // whether its outputs are the engine's.
@@ -29,6 +30,7 @@ while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
 while (lanes * 2 <= Math.min(nb, 64) && (rows * k * lanes) / 64 < 264) lanes *= 2;
 const rowsPer = Math.min(2, (rows * k * lanes) / 64 / 4 >= 256 ? 4 : 1);
 const perGroup = (64 / lanes) * rowsPer, gx = Math.ceil(rows / perGroup), gy = k + 1;
+const gyOf = (mode) => (mode === 'topk' ? gy + 1 : gy);   // the top-k's last row: its writer (route_topk.wgsl)
 const idsBase = Math.ceil((nExp + 1) / 64) * 64, wBase = idsBase + Math.ceil(k / 64) * 64;
 
 const r = rng(7);
@@ -50,59 +52,6 @@ function edit(code, from, to) {
   if (!code.includes(from)) throw new Error(`variant: text not found: ${from.slice(0, 60)}`);
   return code.replace(from, to);
 }
-// the engine's max and softmax sum: from the lanes' maxima to the probabilities' line
-function maxAndSum(code) {
-  const a = code.indexOf('  max_sh[t] = max(max(v.x, v.y), max(v.z, v.w));'), b = code.indexOf('  let prob = select(', a);
-  if (a < 0 || b < 0) throw new Error('variant: the max and sum of route_topk.wgsl not found');
-  return code.slice(a, code.indexOf('\n', b));
-}
-// The max and the softmax's sum with 2 barriers instead of 8, the same arithmetic, but longer loops per lane: the max
-// read by every lane from the logits (a max is exact in any order); each lane the sum's first two tree levels for
-// its own index (the four exps of slots t, t + 64, t + 128, t + 192), then the remaining six levels of the same tree
-// in registers from the 64 partials. Slower on the H200: the ranking's time is in the lanes' loops, not the barriers.
-const fewBarriers = (code) => edit(code, maxAndSum(code), `  var m4 = vec4<f32>(-3.0e38);
-  for (var j = 0u; j + 4u <= p.n_exp; j += 4u) {
-    m4 = max(m4, vec4<f32>(bitcast<f32>(route[j]), bitcast<f32>(route[j + 1u]), bitcast<f32>(route[j + 2u]),
-                           bitcast<f32>(route[j + 3u])));
-  }
-  var mx = max(max(m4.x, m4.y), max(m4.z, m4.w));
-  for (var j = p.n_exp & ~3u; j < p.n_exp; j++) {
-    mx = max(mx, bitcast<f32>(route[j]));
-  }
-  let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(mx)), live);
-  var q: array<f32, 4>;
-  for (var c = 0u; c < 4u; c++) {
-    let j = t + 64u * c;
-    q[c] = select(0.0, exp(bitcast<f32>(route[min(j, p.n_exp - 1u)]) - mx), j < p.n_exp);
-  }
-  sum_sh[t] = (q[0] + q[2]) + (q[1] + q[3]);
-  workgroupBarrier();
-  var part: array<f32, 32>;
-  for (var i = 0u; i < 32u; i++) {
-    part[i] = sum_sh[i] + sum_sh[i + 32u];
-  }
-  for (var s = 16u; s > 0u; s >>= 1u) {
-    for (var i = 0u; i < s; i++) {
-      part[i] += part[i + s];
-    }
-  }
-  let prob = select(vec4<f32>(-1.0), e / vec4<f32>(part[0]), live);`);
-
-// Where the ranking's time goes (timing only: these pick other experts): the ranking cut short after a step, the
-// expert then taken from what it computed so far.
-const cutAfter = (code, line, value) => edit(code, line, `${line}\n  if (p.k > 0u) {\n    return (${value} + kk) % p.n_exp;\n  }`);
-const cuts = [
-  ['cut after the max', '  let e = select(vec4<f32>(0.0), exp(v - vec4<f32>(max_sh[0])), live);', 'bitcast<u32>(max_sh[0])'],
-  ['cut after the softmax', '  let prob = select(vec4<f32>(-1.0), e / vec4<f32>(sum_sh[0]), live);   // unused slots: never picked',
-    'bitcast<u32>(sum_sh[0])'],
-  ['cut after the threshold', '  let floor_p = threshold;', 'bitcast<u32>(floor_p)'],
-];
-// the logits bound read-only (the ids and weights stored into act instead): whether the read_write binding costs
-const readOnlyLogits = (code) => edit(edit(edit(code, '@group(0) @binding(5) var<storage, read_write> route: array<u32>;',
-  '@group(0) @binding(5) var<storage, read> route: array<u32>;'), '    route[p.ids_base + t] = ranked[t];',
-  '    act[p.ids_base + t] = bitcast<f32>(ranked[t]);'), '    route[p.w_base + t] = bitcast<u32>(picked[t] / sum);',
-  '    act[p.w_base + t] = picked[t] / sum;');
-
 // The product's loops written out for this launch shape (nb / lanes blocks per lane and row, rowsPer rows), the same
 // products added in the same order: "in place" keeps each block's loads where the loop has them; "loads first" issues
 // every weight load of the lane (codes and scales, gate and up) before the first product: whether the driver's
@@ -176,9 +125,6 @@ const variants = [
   ['topk, quantisation as loops', quantLoops(engine('topk')), 'topk'],
   ['ids, weights not read', noWeights(engine('ids')), 'ids', 'timing only'],
   ['ids, neither', noWeights(noQuant(engine('ids'))), 'ids', 'timing only'],
-  ['topk, max and sum with 2 barriers', fewBarriers(engine('topk')), 'topk'],
-  ...cuts.map(([name, line, value]) => [name, cutAfter(engine('topk'), line, value), 'topk', 'timing only']),
-  ['topk, logits read-only', readOnlyLogits(engine('topk')), 'topk', 'timing only'],
 ];
 
 // a pipeline of `code` and its bind group: buffers[i] at binding i
@@ -196,10 +142,10 @@ for (const [name, code, mode, timingOnly] of variants) {
   const act = device.createBuffer({ size: actBytes, usage: S | CS });
   const { pipe, bg } = bound(code, [params(mode === 'topk' ? nExp : 0), x, act, gCodes, gScales, route, slotMap,
     uCodes, uScales]);
-  await time(pipe, bg, gx, gy, 1);   // the outputs compared below
+  await time(pipe, bg, gx, gyOf(mode), 1);   // the outputs compared below
   if (!ref) {   // the GPU's clock rises only after some work: half a second of the engine's kernel first
     const t0 = performance.now();
-    while (performance.now() - t0 < 500) await time(pipe, bg, gx, gy, 3);
+    while (performance.now() - t0 < 500) await time(pipe, bg, gx, gyOf(mode), 3);
   }
   const y = await readback(act, actBytes);
   let same = true;
@@ -211,10 +157,10 @@ for (const [name, code, mode, timingOnly] of variants) {
   if (ref) for (let i = 0; i < y.length; i++) same &&= Object.is(y[i], ref[i]);
   else ref = y;
   if (timingOnly) same = null;
-  const us = await time(pipe, bg, gx, gy, 20);
+  const us = await time(pipe, bg, gx, gyOf(mode), 20);
   if (mode === 'ids' && !idsRun) idsRun = { pipe, bg };
   console.log(JSON.stringify({ variant: name, experts: [k, nExp], rows, cols, lanes, rows_per_group: rowsPer,
-    workgroups: gx * gy, us: +us.toFixed(2), same_as_engine: same }));
+    workgroups: gx * gyOf(mode), us: +us.toFixed(2), same_as_engine: same }));
 }
 
 // The product reading the ids over fewer experts (the first 1, 3, .. of the dispatch's rows of workgroups): how its

@@ -4,8 +4,8 @@
 // time stays near one workgroup's chain; a step up where the GPU can no longer hold them (registers, workgroup
 // memory) means a second wave. Kernels: the routed gate/up, the down products + sums, the DeltaNet input product, a
 // product at ssm_out's shape, the output head. Variants: the input's staging sized for 256 blocks (the widest
-// product; the engine sizes it to the pipeline's own blocks), one block per lane and step instead of four,
-// other rows per lane group; each is checked against the engine's form (same outputs, bit for bit, expected).
+// product; the engine sizes it to the pipeline's own blocks), the other number of blocks per lane and step (the
+// engine: four with one row per lane group, else one), other rows per lane group; each is checked against the engine's form (same outputs, bit for bit, expected).
 //   DAWN_NODE=path/dawn.node node tools/h200/wave_sweep.mjs [--tiny]
 // Prints one JSON line per (kernel, workgroups): µs per dispatch (back-to-back dispatches in one pass, median of
 // repeats); per kernel whether its outputs are the engine form's; then per kernel the workgroups where the time first
@@ -137,7 +137,7 @@ for (const [label, rows, cols, norm] of tiny ? [['norm fused', 512, 256, 'rms'],
 
 // the output head (matvec.wgsl over 248,320 rows of 2,048, its input quantised ahead by the final norm: x_stage_q8pre,
 // every workgroup leaving its argmax partial): ~15.5k workgroups, many waves whatever their size; whether one block
-// per lane and step (fewer loads in flight) costs it what it saves the DeltaNet input product
+// per lane and step (the engine's with four rows per lane group) costs it what it saves the DeltaNet input product
 {
   const [rows, cols] = tiny ? [1024, 256] : [248320, 2048];
   const nb = cols / 32, { lanes, per, groups } = launch(rows, nb), blocks = rows * nb;
@@ -157,8 +157,9 @@ for (const [label, rows, cols, norm] of tiny ? [['norm fused', 512, 256, 'rms'],
   const used = [0, 2, 3, 4, 7, 8], family = 'output head';
   kernels.push({ family, name: `${family} (engine: ${per} rows per lane group)`, code, bufs, used, gx: groups, gy: 1,
     out });
-  kernels.push({ family, name: `${family}, 1 block per step`, code: oneBlockMatvec(code), bufs, used, gx: groups,
-    gy: 1, out });
+  const other = per === 1 ? 1 : 4;   // the engine's other number of blocks per step, as above
+  kernels.push({ family, name: `${family}, ${other} block${other > 1 ? 's' : ''} per step`,
+    code: blocksPerStep(code, other), bufs, used, gx: groups, gy: 1, out });
 }
 
 // one dispatch over all of a kernel's workgroups from its output's initial values: what the variants must agree on
