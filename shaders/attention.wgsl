@@ -9,7 +9,9 @@
 // soft_max_ext with kq_scale; no mask for one new token: every cached position is visible).
 // Within a split, as the single-pass kernel did: positions in chunks of 64 with an online softmax; 8 neighbouring
 // lanes share a K row (adjacent words: coalesced loads) and each value pair is split over two lanes (even / odd
-// positions), so a lane issues few, independent loads per chunk.
+// positions), so a lane issues few, independent loads per chunk; it issues 8 of them before it adds their products
+// (in the same order): a loop that adds each load before the next one is issued waits for every load in turn, and
+// those waits were most of a split's time on the H200 (tools/h200/step_kernels.mjs).
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
 struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, n_split: u32, pad0: u32, pad1: u32, pad2: u32 }
@@ -79,7 +81,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       var d = 0.0;
       if (pos < end) {
         let kb = pos * row_words + head_word;
-        for (var j = klane; j < pairs; j += KLANES) {
+        var j = klane;
+        for (; j + 7u * KLANES < pairs; j += 8u * KLANES) {  // 8 loads in flight, then the same sums in order
+          var kw: array<KvWord, 8>;
+          for (var u = 0u; u < 8u; u++) {
+            kw[u] = k_cache[kb + j + u * KLANES];
+          }
+          for (var u = 0u; u < 8u; u++) {
+            d += dot(q_sh[j + u * KLANES], kv_unpack(kw[u]));
+          }
+        }
+        for (; j < pairs; j += KLANES) {
           d += dot(q_sh[j], kv_unpack(k_cache[kb + j]));
         }
       }
@@ -112,8 +124,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     if (pj < pairs) {
       var a = acc * corr;
-      for (var j = vpart; j < cn; j += VSPLIT) {
-        a += weight[j] * kv_unpack(v_cache[(c + j) * row_words + head_word + pj]);
+      let vb = c * row_words + head_word + pj;
+      var j = vpart;
+      for (; j + 7u * VSPLIT < cn; j += 8u * VSPLIT) {  // 8 loads in flight, then the same sums in order
+        var vw: array<KvWord, 8>;
+        for (var u = 0u; u < 8u; u++) {
+          vw[u] = v_cache[vb + (j + u * VSPLIT) * row_words];
+        }
+        for (var u = 0u; u < 8u; u++) {
+          a += weight[j + u * VSPLIT] * kv_unpack(vw[u]);
+        }
+      }
+      for (; j < cn; j += VSPLIT) {
+        a += weight[j] * kv_unpack(v_cache[vb + j * row_words]);
       }
       acc = a;
     }

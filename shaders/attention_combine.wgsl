@@ -16,14 +16,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     return;
   }
   let first = h * p.n_split;
+  // 8 partials' loads in flight, then their terms in order (a loop that uses each load before it issues the next
+  // waits for every one in turn)
   var mx = -3.0e38;
-  for (var s = 0u; s < p.n_split; s++) {
+  var s = 0u;
+  for (; s + 8u <= p.n_split; s += 8u) {
+    var m8: array<f32, 8>;
+    for (var u = 0u; u < 8u; u++) {
+      m8[u] = part[first + s + u].x;
+    }
+    for (var u = 0u; u < 8u; u++) {
+      mx = max(mx, m8[u]);
+    }
+  }
+  for (; s < p.n_split; s++) {
     mx = max(mx, part[first + s].x);
   }
   var l = 0.0;
   var acc = vec2<f32>(0.0, 0.0);
   let acc0 = p.n_head * p.n_split + first * p.pairs + j;
-  for (var s = 0u; s < p.n_split; s++) {
+  s = 0u;
+  for (; s + 8u <= p.n_split; s += 8u) {
+    var ml: array<vec2<f32>, 8>;
+    var a8: array<vec2<f32>, 8>;
+    for (var u = 0u; u < 8u; u++) {
+      ml[u] = part[first + s + u];
+      a8[u] = part[acc0 + (s + u) * p.pairs];
+    }
+    for (var u = 0u; u < 8u; u++) {
+      let w = exp(ml[u].x - mx);
+      l += w * ml[u].y;
+      acc += w * a8[u];
+    }
+  }
+  for (; s < p.n_split; s++) {
     let ml = part[first + s];
     let w = exp(ml.x - mx);
     l += w * ml.y;

@@ -3,7 +3,9 @@ on this machine's adapter, so they cannot rot: each must run the engine's curren
 agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the
 engine's layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up
 product with its top-k, whose bits the other forms must give; dispatch_chain.mjs: every dispatch of its chain
-counted; wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs).
+counted; wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs;
+step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's two forms giving the same
+bits and the recurrence's two column counts agreeing).
 """
 import json
 import shutil
@@ -87,3 +89,16 @@ def test_wave_sweep_variants_give_the_engines_outputs():
     timed = [r for r in rows if "us" in r]
     assert timed and all(r["us"] > 0 and 0 < r["workgroups"] <= r["of"] for r in timed)
     assert "rose_by_a_quarter_at" in rows[-1]
+
+
+def test_step_kernels_time_attention_and_the_recurrence():
+    rows = _run("tools/h200/step_kernels.mjs", "--tiny")
+    kinds = {r["kernel"] for r in rows}
+    assert {"empty dispatch (1 workgroup)", "attention", "attention_combine", "gdn_conv_recurrent"} <= kinds
+    assert all(r["us"] > 0 for r in rows)
+    forms = [r for r in rows if r["kernel"] == "attention"]
+    assert {r["form"] for r in forms} == {"engine", "loads one at a time"}
+    assert all(r["same_as_engine"] is True for r in forms), forms
+    gdn = {r["value_columns"]: r for r in rows if r["kernel"] == "gdn_conv_recurrent"}
+    assert set(gdn) == {8, 32} and gdn[8]["rel_err"] == 0
+    assert gdn[32]["rel_err"] < 1e-5  # the same rule, its key rows summed in another order
