@@ -46,13 +46,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let t = lid.x;
   let h = wg.y;
   let kh = h % p.n_k_heads;
+  let j = wg.x * COLS + t % COLS;
+  let slice = t / COLS;
+  let live = j < p.dv;                 // lanes past dv still take part in the barriers
+  // this column's v input first: its loads then overlap the q/k staging's instead of following the column sum
+  let v_at = p.v_base + h * p.dv + j;
+  var v_in = 0.0;
+  if (live) {
+    v_in = qkv_at(v_at);
+  }
   let scales = load_qk(t, p.q_base + kh * p.dk, p.k_base + kh * p.dk);
   let q_scale = scales.x;
   let k_scale = scales.y;
 
-  let j = wg.x * COLS + t % COLS;
-  let slice = t / COLS;
-  let live = j < p.dv;                 // lanes past dv still take part in the barriers
   let beta = 1.0 / (1.0 + exp(-dn[h]));
   let decay = exp(softplus(dn[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
   let sb = h * p.dk * p.dv + j;
@@ -74,10 +80,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     rows[r] = s;
   }
   s_k = column_sum(s_k, t) * k_scale;
-  let v_at = p.v_base + h * p.dv + j;
   var d = 0.0;
   if (live) {
-    d = (qkv_at(v_at) - s_k) * beta;
+    d = (v_in - s_k) * beta;
   }
   var o = 0.0;
   for (var r = 0u; r < MAX_ROWS; r++) {
