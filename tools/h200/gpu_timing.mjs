@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 
 // What the kernel benchmarks here share: Dawn's device, a seeded generator, an f16 decoder, the engine's shaders
 // assembled, and for one device the upload, the timing of R back-to-back dispatches in one pass (median over repeats:
-// timestamp queries where the device has them, else the wall clock per submit) and the readback of an f32 buffer.
+// timestamp queries where the device has them, else the wall clock per submit), the readback of an f32 buffer and a
+// pipeline with its bind group.
 // Needs Dawn's globals (GPUBufferUsage, ...: dawnDevice sets them).
 const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
 
@@ -97,5 +98,15 @@ export function gpuTools(device, hasTs) {
     return y;
   }
 
-  return { mkbuf, time, readback };
+  // a pipeline of `code` and its bind group: buffers[i] at binding i for the bindings in `used` (default: all; a
+  // variant that only declares a binding leaves it out, since `layout: 'auto'` does)
+  function bound(code, buffers, used = buffers.map((_, i) => i)) {
+    const module = device.createShaderModule({ code });
+    const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+    const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+      entries: used.map((binding) => ({ binding, resource: { buffer: buffers[binding] } })) });
+    return { pipe, bg };
+  }
+
+  return { mkbuf, time, readback, bound };
 }

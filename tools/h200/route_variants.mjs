@@ -17,7 +17,7 @@ const { device, hasTs } = await dawnDevice();
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
-const { mkbuf, time, readback } = gpuTools(device, hasTs);
+const { mkbuf, time, readback, bound } = gpuTools(device, hasTs);
 
 const [nExp, k, rows, cols] = tiny ? [16, 4, 64, 256] : [256, 8, 512, 2048];
 // The pools hold 64 experts and the shared one (the ids map onto them): the bytes read are the same, and the buffers
@@ -126,15 +126,6 @@ const variants = [
   ['ids, weights not read', noWeights(engine('ids')), 'ids', 'timing only'],
   ['ids, neither', noWeights(noQuant(engine('ids'))), 'ids', 'timing only'],
 ];
-
-// a pipeline of `code` and its bind group: buffers[i] at binding i
-function bound(code, buffers) {
-  const module = device.createShaderModule({ code });
-  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
-  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })) });
-  return { pipe, bg };
-}
 
 let ref = null, refRoute = null, idsRun = null;
 for (const [name, code, mode, timingOnly] of variants) {

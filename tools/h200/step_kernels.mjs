@@ -14,19 +14,12 @@ const { device, hasTs } = await dawnDevice();
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
-const { mkbuf, time, readback } = gpuTools(device, hasTs);
+const { mkbuf, time, readback, bound } = gpuTools(device, hasTs);
 const r = rng(5);
 const floats = (n, s = 1) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * s);
 const uniform = (words) => mkbuf(new Uint32Array(words), U | CD);
 const f32bits = (v) => new Uint32Array(new Float32Array([v]).buffer)[0];
 
-function bound(code, buffers) {
-  const module = device.createShaderModule({ code });
-  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
-  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })) });
-  return { pipe, bg };
-}
 const R = 20;
 const report = (o) => console.log(JSON.stringify(o));
 

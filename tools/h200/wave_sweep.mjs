@@ -16,7 +16,7 @@ const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxB
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
-const { mkbuf, time, readback } = gpuTools(device, hasTs);
+const { mkbuf, time, readback, bound } = gpuTools(device, hasTs);
 const r = rng(11);
 const bytes = (n) => Uint8Array.from({ length: n }, () => (r() * 256) | 0);
 const scales = (n) => Uint16Array.from({ length: n + (n & 1) }, () => 0x1c00 + ((r() * 1024) | 0));
@@ -31,15 +31,6 @@ function edit(code, from, to) {
 // same additions in the same order
 const blocksPerStep = (code, n) => edit(code, 'const BLOCKS_PER_STEP: u32 = select(1u, 4u, ROWS == 1u);',
   `const BLOCKS_PER_STEP: u32 = ${n}u;`);
-
-// buffers[i] at binding i for the bindings the variant reads (`layout: 'auto'` leaves out the ones it only declares)
-function bound(code, buffers, used) {
-  const module = device.createShaderModule({ code });
-  const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
-  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-    entries: used.map((binding) => ({ binding, resource: { buffer: buffers[binding] } })) });
-  return { pipe, bg };
-}
 
 // the engine's lane count and rows per lane group (py_engine/gpu/kernels.py matvec_lanes, matvec_rows_per_group)
 function launch(rows, nb, maxRows = 4) {
