@@ -108,6 +108,13 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert all(0 < f <= ms for f, ms in zip(pre["reps_feed_ms"], pre["reps_ms"]))
     assert pre["tok_s"] == pytest.approx(sum(16e3 / ms for ms in pre["reps_ms"]) / 3, rel=1e-3)
     assert raw["decode"]["queued_ahead"] is True  # greedy steps queued one ahead, as generation runs them
+    # every step, split into queueing the next one and waiting for its own result
+    dec = raw["decode"]
+    assert len(dec["steps_ms"]) == len(dec["launch_ms"]) == len(dec["wait_ms"]) == 8
+    assert all(a >= 0 and b >= 0 and a + b == pytest.approx(ms, abs=2e-3)
+               for a, b, ms in zip(dec["launch_ms"], dec["wait_ms"], dec["steps_ms"]))
+    assert dec["ms_min"] <= dec["ms_median"] <= dec["ms_p90"] <= max(dec["steps_ms"])
+    assert "each step: launch the next" in printed and "p90" in printed
     # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
     assert 0 < d["ffi_calls_per_token"]["decode"] < 20

@@ -151,7 +151,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
         if not args.get("queue_ahead", True):
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
         with gc_clock.GcClock() as gcc:
-            reps, step_ms, (c0, c1, c2) = await timing.time_prefill_and_decode(
+            reps, step_ms, (c0, c1, c2), parts = await timing.time_prefill_and_decode(
                 dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)))
         reps_ms = [r["ms"] for r in reps]
 
@@ -195,6 +195,10 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
                        "queued_ahead": bool(getattr(dec, "chains", False)),
                        "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
+                       "ms_p90": round(sorted(step_ms)[(9 * len(step_ms)) // 10], 4),
+                       # every step, and with queued steps its launch (the next step's encode + submit) and wait
+                       "steps_ms": [round(ms, 4) for ms in step_ms],
+                       **{k: [round(ms, 4) for ms in v] for k, v in parts.items()},
                        "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"],
                        "gc": gc_clock.spent(c1, c2)},
             "dispatches_per_token": dec.dl.count,

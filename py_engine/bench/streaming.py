@@ -83,7 +83,7 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
             await dec.step(t)
         dec.reset()
 
-        reps, step_ms, (s0, s1, s2) = await time_prefill_and_decode(dec, ids, n_decode, _snapshot)
+        reps, step_ms, (s0, s1, s2), _ = await time_prefill_and_decode(dec, ids, n_decode, _snapshot)
         prefill_ms = reps[0]["ms"]
         decode_ms = sum(step_ms)
         plan = dec.plan

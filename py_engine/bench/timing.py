@@ -31,9 +31,12 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     generation runs them: queued one ahead (Decoder.launch_argmax) where the decoder chains, else
     Decoder.step_argmax where the engine has it (only the token id comes back), else a logits row per step.
 
-    Returns (prefill_reps: [{"ms", "feed_ms"}, ...], step_ms, (before, after_prefill, after_decode)):
+    Returns (prefill_reps: [{"ms", "feed_ms"}, ...], step_ms, (before, after_prefill, after_decode), parts):
     `snapshot(dec)` taken around the last prefill and the decode, so the caller can count what each phase did
-    (syncs, FFI calls, bytes read)."""
+    (syncs, FFI calls, bytes read); with queued steps, parts = {"launch_ms", "wait_ms"}: per step the time spent
+    queueing the next step (its encode + submit) and then waiting for this step's result (empty lists otherwise).
+    A step's time is their sum: the wait is near zero where the host paces the decode, the launch's complement to
+    the GPU's step where the GPU does."""
     reps = []
     for r in range(prefill_reps):
         if r:
@@ -44,6 +47,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     s1 = snapshot(dec)
 
     step_ms = []
+    parts = {"launch_ms": [], "wait_ms": []}
     if getattr(dec, "chains", False) and n_decode > 0:
         # greedy generation's path (GpuBackend.decode_step): each step queued behind the previous one, fed with
         # its argmax on the GPU; a step's time is from the previous step's result to its own
@@ -51,11 +55,14 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
         handle = dec.launch_argmax(tok)
         for i in range(n_decode):
             after = dec.launch_argmax(None) if i + 1 < n_decode else None
+            launched = time.perf_counter()
             await dec.collect_argmax(handle)
             now = time.perf_counter()
             step_ms.append((now - t) * 1e3)
+            parts["launch_ms"].append((launched - t) * 1e3)
+            parts["wait_ms"].append((now - launched) * 1e3)
             t, handle = now, after
-        return reps, step_ms, (s0, s1, snapshot(dec))
+        return reps, step_ms, (s0, s1, snapshot(dec)), parts
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
     # and their Python argmax stays outside the timed step
     greedy = dec.step_argmax if getattr(dec, "routing", "gpu") == "gpu" else None
@@ -68,7 +75,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
             logits = await dec.step(tok)
             step_ms.append((time.perf_counter() - t) * 1e3)
             tok = argmax(logits)  # outside the timed step
-    return reps, step_ms, (s0, s1, snapshot(dec))
+    return reps, step_ms, (s0, s1, snapshot(dec)), parts
 
 
 async def replay_rate(dec, n: int = 50) -> dict:
