@@ -182,14 +182,12 @@ def _mb(n) -> str:
 
 
 def _step_parts(dec) -> list:
-    """The queued decode's steps split into launching the next step (its encode + submit) and waiting for this one's
-    result: medians, and the steps' pattern (what paces the decode: the host where the wait is near zero)."""
-    launch, wait = dec.get("launch_ms") or [], dec.get("wait_ms") or []
-    if not launch:
+    """The queued decode's median step split into launching the next step (its encode + submit) and waiting for this
+    one's result (the host paces the decode where the wait is near zero); nothing for unqueued steps."""
+    if "launch_ms_median" not in dec:
         return []
-    med = lambda v: sorted(v)[len(v) // 2]
-    return [f"  each step: launch the next       median {med(launch):.3f} ms (encode + submit), then wait "
-            f"{med(wait):.3f} ms for this one's result"]
+    return [f"  each step: launch the next       median {dec['launch_ms_median']:.3f} ms (encode + submit), then "
+            f"wait {dec['wait_ms_median']:.3f} ms for this one's result"]
 
 
 def _gc(g: dict) -> str:
@@ -233,8 +231,7 @@ def table(raw: dict, d: dict) -> str:
         f"* {PEERS['model']}; compare only with that model",
         "",
         f"decode ms/token                   {d['decode_ms_per_token']:.3f} (median "
-        f"{raw['decode']['ms_median']:.3f}, min {raw['decode']['ms_min']:.3f}"
-        + (f", p90 {raw['decode']['ms_p90']:.3f})" if "ms_p90" in raw["decode"] else ")"),
+        f"{raw['decode']['ms_median']:.3f}, min {raw['decode']['ms_min']:.3f}, p90 {raw['decode']['ms_p90']:.3f})",
         *_step_parts(raw["decode"]),
         f"prefill GFLOP/s                   {d['prefill_gflops']:,.1f}",
         f"syncs per token                   prefill {d['syncs_per_token']['prefill']:.3f}, decode "

@@ -199,6 +199,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                        # every step, and with queued steps its launch (the next step's encode + submit) and wait
                        "steps_ms": [round(ms, 4) for ms in step_ms],
                        **{k: [round(ms, 4) for ms in v] for k, v in parts.items()},
+                       **{k + "_median": round(stream_read.median(v), 4) for k, v in parts.items() if v},
                        "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"],
                        "gc": gc_clock.spent(c1, c2)},
             "dispatches_per_token": dec.dl.count,
