@@ -273,6 +273,7 @@ def table(raw: dict, d: dict) -> str:
         if "encode_only_us_per_token" in rate:
             lines.append(f"  the same list encoded, never submitted {rate['encode_only_us_per_token']:,.1f} us/token "
                          "(the WebGPU calls and their validation alone)")
+    lines += _kernel_costs(raw.get("kernel_costs") or {})
     pp = raw.get("prefill_profile") or {}
     if pp.get("available"):
         lines += ["",
@@ -282,6 +283,26 @@ def table(raw: dict, d: dict) -> str:
         for k in pp["kinds"][:12]:
             lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
     return "\n".join(lines + streaming_table(raw, d))
+
+
+def _kernel_costs(costs: dict) -> list:
+    """The in-pass kernel costs (py_engine/bench/kernel_costs.py): what the token's list loses per kernel kind
+    swapped for empty dispatches of its grid, and the floor of launches and barriers alone."""
+    if not costs.get("available"):
+        return []
+    full, floor = costs["full_us"], costs["floor_us"]
+    lines = ["",
+             f"in-pass cost per kernel kind      the list back to back {full:,.1f} us/token (its encode + submit loop "
+             f"{costs['full_cpu_us']:,.1f}); launches + barriers alone {floor:,.1f} (loop {costs['floor_cpu_us']:,.1f})",
+             f"  ({costs['rounds']} rounds of {costs['replays']} replays per variant; each kind swapped for empty "
+             "dispatches of its grid)",
+             f"  {'kernel':38}{'dispatches':>11}{'us/token':>11}{'share':>8}"]
+    for k in costs["kinds"][:14]:
+        share = k["us"] / (full - floor) if full > floor else 0.0
+        lines.append(f"  {k['kind']:38}{k['dispatches']:>11}{k['us']:>11.1f}{100 * share:>7.1f}%")
+    if costs.get("kept"):
+        lines.append(f"  (kept: {', '.join(costs['kept'])}; shares of the list's time above the floor)")
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="timed prefills of the prompt, each from an empty context (default 5, as llama-bench's "
                          "repetitions; prefill tok/s is their mean)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profiles")
+    ap.add_argument("--cost-replays", type=int, default=20,
+                    help="with the profile: back-to-back replays timed per variant of the in-pass kernel costs "
+                         "(each kernel kind swapped for empty dispatches; default 20, 0: skip them)")
     ap.add_argument("--step-by-step", action="store_true",
                     help="resident decode reads each step back before encoding the next (default: greedy steps "
                          "queued one ahead, as generation runs them)")
@@ -331,6 +355,9 @@ def main(argv) -> int:
     if args.ops_per_submit is not None and args.ops_per_submit < 0:
         print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
         return 2
+    if args.cost_replays < 0:
+        print("diskformer bench: --cost-replays must be >= 0 (0: skip the in-pass kernel costs)", file=sys.stderr)
+        return 2
     try:
         budgets = parse_budgets(args.budgets)
     except ValueError as exc:
@@ -344,7 +371,8 @@ def main(argv) -> int:
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
-           "ops_per_submit": args.ops_per_submit, "prefill_reps": args.prefill_reps}
+           "ops_per_submit": args.ops_per_submit, "prefill_reps": args.prefill_reps,
+           "cost_replays": args.cost_replays}
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:

@@ -80,6 +80,7 @@ def test_budgets_parse_and_refuse():
     assert bench.main(["--model", "x.gguf", "--budgets", "2"]) == 2
     assert bench.main(["--model", "x.gguf", "--prefill-chunk", "0"]) == 2
     assert bench.main(["--model", "x.gguf", "--prefill-reps", "0"]) == 2
+    assert bench.main(["--model", "x.gguf", "--cost-replays", "-1"]) == 2
 
 
 @needs_node
@@ -92,7 +93,7 @@ def test_profile_kinds_drop_layer_and_pool_buffer():
 def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     out, store = tmp_path / "bench.json", tmp_path / "store"
     argv = ["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "16", "--decode", "8",
-            "--stream-mb", "16", "--prefill-chunk", "8", "--prefill-reps", "3", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
+            "--stream-mb", "16", "--prefill-chunk", "8", "--prefill-reps", "3", "--cost-replays", "3", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
     rc = bench.main(argv)
     printed = capsys.readouterr().out
     assert rc == 0
@@ -157,6 +158,15 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
     assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed
+    # in the token's own pass: every kind but the embedding swapped in turn for empty dispatches of its grid
+    costs = raw["kernel_costs"]
+    assert costs["available"] and costs["replays"] == 3 and costs["kept"] == ["inp_embd"]
+    assert sum(k["dispatches"] for k in costs["kinds"]) + 1 == raw["dispatches_per_token"]
+    if prof.get("available"):
+        assert {k["kind"] for k in costs["kinds"]} == {k["kind"] for k in prof["kinds"]} - {"inp_embd"}
+    # lavapipe runs the kernels on the CPU: the launches alone take far less than the whole list
+    assert 0 < costs["floor_us"] < costs["full_us"] and 0 < costs["full_cpu_us"] <= costs["full_us"]
+    assert "in-pass cost per kernel kind" in printed
 
     # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store
     (case,) = raw["streaming"]

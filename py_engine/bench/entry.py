@@ -5,7 +5,8 @@ args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb"
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
        "prefill_chunk": T | null (the engine's default), "prefill_reps": R (default 5), "queue_ahead": bool (greedy steps queued one ahead, the
        default; False: each step read back before the next is encoded), "ops_per_submit": N | null (recorded
-       operations per queue submit; null: the device's default, 0: one submit per token)}
+       operations per queue submit; null: the device's default, 0: one submit per token), "cost_replays": R (replays
+       per variant of kernel_costs, which runs with the profile; 0: skip it)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
@@ -20,7 +21,7 @@ from ..engine.decoder import Decoder
 from ..gpu.commands import set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from . import accounting, dispatch_profile, gc_clock, stream_read, streaming, timing
+from . import accounting, dispatch_profile, gc_clock, kernel_costs, stream_read, streaming, timing
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 WARMUP_PREFILLS = 16  # untimed prompts at most before the timed ones (the first one after load reported apart)
@@ -159,6 +160,9 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
         want = args.get("profile", True)
         prof = await dispatch_profile.profile(dec) if want else {"available": False, "reason": "not asked"}
         rate = await timing.replay_rate(dec)
+        cost_replays = int(args.get("cost_replays", 20))
+        costs = (await kernel_costs.measure(dec, pipes, cost_replays) if want and cost_replays > 0 else
+                 {"available": False, "reason": "not asked"})
         pre_prof = {"available": False, "reason": "not asked" if not want else "token-by-token prefill"}
         if want and dec.prefill is not None and dec.prefill.T <= n_prompt:
             pre_prof = await dispatch_profile.profile_prefill(dec, (n_prompt // 2 // dec.prefill.T) * dec.prefill.T)
@@ -208,6 +212,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             "per_token": decode_cost,
             "profile": prof,
             "replay_rate": rate,
+            "kernel_costs": costs,
             "prefill_profile": pre_prof,
         }
     finally:

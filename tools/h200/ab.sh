@@ -19,7 +19,7 @@ bench() {  # snapshot, output name, extra bench flags
   (cd "$T/ab-$1" && PYTHONPATH="$T/site:$T/ab-$1" timeout 60 python3 -m diskformer.cli bench --model "$M" \
      --budgets all "${@:3}" > "$DEST/$2.txt" 2>&1)
   local rc=$?
-  echo "$(el) $2 rc=$rc"; grep -E "decode tok/s|replays|never submitted|prefill tok/s|busy" "$DEST/$2.txt" | grep -v '^{'
+  echo "$(el) $2 rc=$rc"; grep -E "decode tok/s|replays|never submitted|prefill tok/s|busy|each step|in-pass" "$DEST/$2.txt" | grep -v '^{'
 }
 for n in "${NAMES[@]}"; do bench "$n" "prof_$n" --json-out "$DEST/prof_$n.json"; done
 for r in $(seq "$PAIRS"); do for n in "${NAMES[@]}"; do bench "$n" "ab${r}_$n" --no-profile --decode 128; done; done
