@@ -5,7 +5,8 @@ engine's layout, against which the other layouts are compared; route_variants.mj
 product with its top-k, whose bits the other forms must give; dispatch_chain.mjs: every dispatch of its chain
 counted; wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs;
 step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's two forms giving the same
-bits and the recurrence's two column counts agreeing).
+bits and the recurrence's two column counts agreeing; matvec_anatomy.mjs: a decode product with its parts taken away
+in turn, its weights cold or warm giving the engine's bits).
 """
 import json
 import shutil
@@ -102,3 +103,20 @@ def test_step_kernels_time_attention_and_the_recurrence():
     gdn = {r["value_columns"]: r for r in rows if r["kernel"] == "gdn_conv_recurrent"}
     assert set(gdn) == {8, 32} and gdn[8]["rel_err"] == 0
     assert gdn[32]["rel_err"] < 1e-5  # the same rule, its key rows summed in another order
+
+
+def test_matvec_anatomy_times_every_form_and_keeps_the_engines_bits():
+    rows = _run("tools/h200/matvec_anatomy.mjs", "--tiny")
+    forms = {(r["kernel"], r["form"]) for r in rows}
+    for kernel in ("norm fused", "plain"):
+        assert {(kernel, f) for f in ("engine, cold weights", "engine, warm weights", "x quantised ahead",
+                                      "weights not read", "x quantised ahead, weights not read",
+                                      "row sums not taken")} <= forms
+    assert ("norm fused", "x normalised ahead") in forms
+    assert all(r["us"] > 0 for r in rows)
+    # cold: more than one copy of the weights, read in turn; every copy gives the engine's outputs bit for bit
+    engine = [r for r in rows if r["form"].startswith("engine")]
+    assert all(r["same_as_engine"] is True for r in engine), engine
+    assert all(r["copies"] > 1 for r in engine if r["form"] == "engine, cold weights")
+    # each form at the engine's launch and at one workgroup per SM
+    assert all(len({r["workgroups"] for r in rows if (r["kernel"], r["form"]) == kf}) == 2 for kf in forms)

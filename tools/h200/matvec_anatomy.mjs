@@ -1,0 +1,158 @@
+// Where a decode product's time goes. The engine's matvec.wgsl, assembled as the engine does, at the real model's
+// shapes: the DeltaNet input product with its RMSNorm fused (12,352 rows of 2,048) and a plain product at ssm_out's
+// shape (2,048 rows of 4,096). Its weights are cold, as the decode reads them once per token: each dispatch reads
+// the next of C copies, more bytes in all than the L2 cache holds. Then they are warm (one copy, read again and
+// again). Then the kernel loses its parts in turn: the norm (x normalised ahead), the staging's quantisation (x
+// quantised ahead, read as is), the weights' loads (each dot on codes made from the block's index), the row groups'
+// sums (each lane writes its own partial), and the staging and the weights both. Each form runs at the engine's
+// launch and at one workgroup per SM. The forms that keep the weights agree with the engine's outputs bit for bit
+// (checked); the others are timed only. A part's cost is the engine's time minus the form without it.
+//   DAWN_NODE=path/dawn.node node tools/h200/matvec_anatomy.mjs [--tiny]
+// Prints one JSON line per (kernel, form, launch): µs per dispatch (R back-to-back dispatches in one pass, each
+// reading what the one before wrote as the decode's do, median of repeats).
+import { assemble, dawnDevice, gpuTools, med, rng } from './gpu_timing.mjs';
+
+const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
+const tiny = process.argv.includes('--tiny');
+const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
+const U = GPUBufferUsage.UNIFORM;
+const { mkbuf, readback } = gpuTools(device, hasTs);
+const r = rng(23);
+const words = (n) => {
+  const w = new Uint32Array(n);
+  for (let i = 0; i < n; i++) w[i] = (r() * 4294967296) >>> 0;
+  return w;
+};
+const scales = (n) => Uint16Array.from({ length: n + (n & 1) }, () => 0x1c00 + ((r() * 1024) | 0));
+const floats = (n) => Float32Array.from({ length: n }, () => r() * 2 - 1);
+const SMS = tiny ? 4 : 132;                  // one workgroup per SM (the H200's 132)
+const COLD_BYTES = tiny ? 0 : 160 << 20;     // the copies' bytes at least: ~3x the H200's 50 MB L2 cache
+const R = 24;                                // dispatches per timed pass
+
+function edit(code, from, to) {
+  if (!code.includes(from)) throw new Error(`form: text not found: ${from.slice(0, 60)}`);
+  return code.split(from).join(to);
+}
+// the weights' loads gone: each block's dot on codes made from its index (kept live, so nothing is hoisted)
+const noWeights = (code) => edit(code, 'return xq_dot(w_codes[2u * blk], w_codes[2u * blk + 1u], b, w_scale(blk));',
+  'return xq_dot(vec4<u32>(blk, blk * 3u, blk ^ 0x55555555u, blk + 7u), vec4<u32>(blk * 5u), b, 1.0);');
+// the row group's tree gone: every lane writes its own partial (lane 0's is stored)
+const noSums = (code) => edit(code, 'let total = group_sum(acc, lid.x);', 'let total = acc;');
+
+// the engine's lane count and rows per lane group (py_engine/gpu/kernels.py matvec_lanes, matvec_rows_per_group)
+function launch(rows, nb) {
+  let lanes = 1;
+  while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
+  while (lanes * 2 <= Math.min(nb, 64) && (rows * lanes) / 64 < 264) lanes *= 2;
+  const per = (rows * lanes) / 64 / 4 >= 256 ? 4 : 1;
+  return { lanes, per, groups: Math.ceil(rows / ((64 / lanes) * per)) };
+}
+
+// R dispatches in one pass, dispatch i on bind group i % bgs.length; µs per dispatch, median of repeats
+async function timeCycle(pipe, bgs, gx) {
+  const run = async (ts) => {
+    const e = device.createCommandEncoder();
+    const p = e.beginComputePass(ts ? { timestampWrites: ts } : undefined);
+    p.setPipeline(pipe);
+    for (let i = 0; i < R; i++) { p.setBindGroup(0, bgs[i % bgs.length]); p.dispatchWorkgroups(gx); }
+    p.end();
+    return e;
+  };
+  const out = [];
+  if (!hasTs) {
+    for (let rep = 0; rep < 3; rep++) {
+      const t0 = performance.now();
+      device.queue.submit([(await run(null)).finish()]);
+      await device.queue.onSubmittedWorkDone();
+      out.push((performance.now() - t0) * 1e3 / R);
+    }
+    return med(out);
+  }
+  const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
+  const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
+  const rb = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | CD });
+  for (let rep = 0; rep < 6; rep++) {
+    const e = await run({ querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 });
+    e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
+    device.queue.submit([e.finish()]);
+    await rb.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
+    if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
+  }
+  qs.destroy(); res.destroy(); rb.destroy();
+  return med(out);
+}
+
+const shapes = tiny ? [['norm fused', 512, 256, 'rms'], ['plain', 128, 512, 'none']]
+  : [['DeltaNet input, norm fused', 12352, 2048, 'rms'], ['ssm_out shape, plain', 2048, 4096, 'none']];
+let warmed = false;
+for (const [label, rows, cols, norm] of shapes) {
+  const nb = cols / 32, { lanes, per, groups } = launch(rows, nb), blocks = rows * nb;
+  const eps = new Float32Array([1e-6]);
+  // the weights: one random matrix, copied on the GPU into as many buffers as the cold reads need
+  const codes0 = mkbuf(words(blocks * 8), S | CD | CS), scales0 = mkbuf(scales(blocks), S | CD | CS);
+  const copies = Math.max(2, Math.ceil(COLD_BYTES / (blocks * 34)));
+  const weights = [[codes0, scales0]];
+  {
+    const e = device.createCommandEncoder();
+    for (let c = 1; c < copies; c++) {
+      const pair = [codes0, scales0].map((b) => device.createBuffer({ size: b.size, usage: S | CD }));
+      pair.forEach((b, i) => e.copyBufferToBuffer([codes0, scales0][i], 0, b, 0, b.size));
+      weights.push(pair);
+    }
+    device.queue.submit([e.finish()]);
+  }
+  const xq = words(Math.ceil(nb * 9 / 4) * 4);   // x quantised ahead (x_stage_q8pre.wgsl's layout)
+  new Float32Array(xq.buffer, 32 * nb, nb).set(Float32Array.from({ length: nb }, () => 0.01 + r() * 0.01));
+  const y = device.createBuffer({ size: 4 * rows, usage: S | CS });
+  const bufs = [mkbuf(new Uint32Array([rows, nb, 0, 0, new Uint32Array(eps.buffer)[0], 0, 0, 0, 0, 0, 0, 0]), U | CD),
+    mkbuf(floats(cols)), y, null, null, mkbuf(floats(cols)), device.createBuffer({ size: 4 * cols, usage: S }),
+    mkbuf(xq)];
+  const src = (xfmt, nrm) => assemble('matvec.wgsl', { WFMT: 'q8', XFMT: xfmt, LANES: lanes, ROWS: per,
+    ACCUMULATE: 'false', NORM: nrm, ARGMAX: 'none', XN: 'f32', STAGED_BLOCKS: nb });
+  const engine = src('q8', norm);
+  const xIn = norm === 'rms' ? [1, 5, 6] : [1];
+  const forms = [   // name, code, bindings used, weight copies read (0: none), compared with the engine's outputs
+    ['engine, cold weights', engine, [0, ...xIn, 2, 3, 4], copies, true],
+    ['engine, warm weights', engine, [0, ...xIn, 2, 3, 4], 1, true],
+    ...(norm === 'rms' ? [['x normalised ahead', src('q8', 'none'), [0, 1, 2, 3, 4], copies, false]] : []),
+    ['x quantised ahead', src('q8pre', 'none'), [0, 2, 3, 4, 7], copies, false],
+    ['weights not read', noWeights(engine), [0, ...xIn, 2], 0, false],
+    ['x quantised ahead, weights not read', noWeights(src('q8pre', 'none')), [0, 2, 7], 0, false],
+    ['row sums not taken', noSums(engine), [0, ...xIn, 2, 3, 4], copies, false],
+  ];
+  let ref = null;
+  for (const [form, code, used, nCopies, compare] of forms) {
+    const module = device.createShaderModule({ code });
+    const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+    const bgs = [];
+    for (let c = 0; c < Math.max(1, nCopies); c++) {
+      const b = [...bufs];
+      [b[3], b[4]] = weights[c];
+      bgs.push(device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
+        entries: used.map((binding) => ({ binding, resource: { buffer: b[binding] } })) }));
+    }
+    if (!warmed) {   // the GPU's clock rises only after some work: half a second of a kernel first
+      const t0 = performance.now();
+      while (performance.now() - t0 < 500) await timeCycle(pipe, bgs, groups);
+      warmed = true;
+    }
+    let same = null;
+    if (compare) {   // one dispatch on each copy the form reads: the same outputs as the engine form's first
+      for (const bg of bgs) {
+        const e = device.createCommandEncoder(), p = e.beginComputePass();
+        p.setPipeline(pipe); p.setBindGroup(0, bg); p.dispatchWorkgroups(groups); p.end();
+        device.queue.submit([e.finish()]);
+        const out = await readback(y, 4 * rows);
+        if (ref === null) ref = out;
+        same = (same ?? true) && out.every((v, i) => Object.is(v, ref[i]));
+      }
+    }
+    for (const gx of [groups, Math.min(SMS, groups)]) {
+      const us = await timeCycle(pipe, bgs, gx);
+      console.log(JSON.stringify({ kernel: label, form, workgroups: gx, of: groups, copies: Math.max(1, nCopies),
+        us: +us.toFixed(2), ...(compare ? { same_as_engine: same } : {}) }));
+    }
+  }
+}
+process.exit(0);
