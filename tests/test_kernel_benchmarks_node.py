@@ -6,7 +6,8 @@ product with its top-k, whose bits the other forms must give; dispatch_chain.mjs
 counted; wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs;
 step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's two forms giving the same
 bits and the recurrence's two column counts agreeing; matvec_anatomy.mjs: a decode product with its parts taken away
-in turn, its weights cold or warm giving the engine's bits).
+in turn, its weights cold or warm giving the engine's bits; grid_barrier.mjs: a barrier across a persistent dispatch's
+workgroups, every arrival and read counted).
 """
 import json
 import shutil
@@ -120,3 +121,11 @@ def test_matvec_anatomy_times_every_form_and_keeps_the_engines_bits():
     assert all(r["copies"] > 1 for r in engine if r["form"] == "engine, cold weights")
     # each form at the engine's launch and at one workgroup per SM
     assert all(len({r["workgroups"] for r in rows if (r["kernel"], r["form"]) == kf}) == 2 for kf in forms)
+
+
+def test_grid_barrier_counts_every_arrival_and_read():
+    rows = _run("tools/h200/grid_barrier.mjs", "--tiny")
+    assert {r["mode"] for r in rows} == {"plain", "atomic"}
+    for r in rows:  # a grid of one: its own values, never stale, no wait can time out
+        assert r["arrivals"] == r["expected_arrivals"] == r["reads"] and r["stale"] == 0 and r["timeouts"] == 0
+        assert r["us_few"] > 0 and r["us_many"] > 0

@@ -1,0 +1,154 @@
+// Whether a decode could run as one persistent dispatch per token: workgroups that stay resident and meet at a
+// barrier across the whole grid between the products, instead of one dispatch each with Dawn's barrier between
+// them. What that needs, measured here: the cost of such a grid barrier (an atomic counter each workgroup adds to,
+// then waits on), against the ~2.2 µs a dispatch costs (dispatch_chain.mjs); and whether a value another workgroup
+// stored before the barrier is the one read after it. WGSL promises neither: its atomics are relaxed, its
+// storageBarrier orders memory within a workgroup only, and nothing guarantees that the workgroups of a dispatch run
+// at the same time. So every wait here gives up after a bounded spin (the whole dispatch then stops waiting), and the
+// figures say, for this GPU and driver, how often a read saw a stale value and whether a barrier ever timed out.
+//   DAWN_NODE=path/dawn.node node tools/h200/grid_barrier.mjs [--tiny]
+// Per (workgroups, mode): µs per barrier (the slope between dispatches of few and many phases), stale reads out of
+// the reads made, timed-out barriers. Modes: "plain" (each workgroup stores its value with a plain store and reads
+// another's with a plain load) and "atomic" (atomicStore / atomicLoad). A plain store read by an atomic load would
+// need one buffer at two writable bindings, which WebGPU refuses.
+import { dawnDevice, med } from './gpu_timing.mjs';
+
+const { device, hasTs } = await dawnDevice();
+const tiny = process.argv.includes('--tiny');
+const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
+const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
+// a CPU adapter runs a workgroup to its end before it starts another one: only a grid of one can meet there
+const GRIDS = tiny ? [1] : [132, 264, 528, 1056, 2112];
+const PHASES = tiny ? [2, 20] : [10, 1010];
+const SPIN_CAP = 1 << 20;   // spins of one wait before the dispatch stops waiting
+const MODES = ['plain', 'atomic'];
+
+const code = /* wgsl */ `
+struct Params { phases: u32, mode: u32, spin_cap: u32, pad: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+// [0] arrivals (every workgroup adds one per phase), [1] stale reads, [2] timed-out waits, [3] reads made
+@group(0) @binding(1) var<storage, read_write> counters: array<atomic<u32>, 4>;
+@group(0) @binding(2) var<storage, read_write> plain: array<u32>;          // two slots per workgroup (phase parity)
+@group(0) @binding(3) var<storage, read_write> shared_slots: array<atomic<u32>>;
+
+fn value(phase: u32, g: u32) -> u32 {
+  return phase * 2654435761u + g * 40503u + 1u;
+}
+
+// Every workgroup of the grid arrives (its lane 0 adds one), then waits until all have arrived for this phase; a
+// wait that spins past p.spin_cap marks a timeout, after which no wait of the dispatch waits any more.
+fn grid_barrier(t: u32, arrivals: u32) {
+  storageBarrier();
+  workgroupBarrier();
+  if (t == 0u) {
+    atomicAdd(&counters[0], 1u);
+    var n = 0u;
+    loop {
+      if (atomicLoad(&counters[0]) >= arrivals || atomicLoad(&counters[2]) != 0u) {
+        break;
+      }
+      n++;
+      if (n >= p.spin_cap) {
+        atomicAdd(&counters[2], 1u);
+        break;
+      }
+    }
+  }
+  workgroupBarrier();
+  storageBarrier();
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let g = wg.x;
+  let n = ng.x;
+  let t = lid.x;
+  for (var ph = 0u; ph < p.phases; ph++) {
+    let slot = (ph & 1u) * n;   // double-buffered: a slot is written again only two barriers after it was read
+    if (t == 0u) {
+      if (p.mode == 1u) {
+        atomicStore(&shared_slots[slot + g], value(ph, g));
+      } else {
+        plain[slot + g] = value(ph, g);
+      }
+    }
+    grid_barrier(t, (ph + 1u) * n);
+    if (t == 0u) {
+      let src = (g + 1u + ph * 7u) % n;   // another workgroup's value (its own where the grid is one)
+      var got = 0u;
+      if (p.mode == 0u) {
+        got = plain[slot + src];
+      } else {
+        got = atomicLoad(&shared_slots[slot + src]);
+      }
+      atomicAdd(&counters[3], 1u);
+      if (got != value(ph, src)) {
+        atomicAdd(&counters[1], 1u);
+      }
+    }
+  }
+}`;
+const module = device.createShaderModule({ code });
+const pipe = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+const maxGrid = Math.max(...GRIDS);
+const counters = device.createBuffer({ size: 16, usage: S | CD | CS });
+const plain = device.createBuffer({ size: 8 * maxGrid, usage: S });
+const slots = device.createBuffer({ size: 8 * maxGrid, usage: S });
+const read = device.createBuffer({ size: 16, usage: MR | CD });
+const qs = hasTs ? device.createQuerySet({ type: 'timestamp', count: 2 }) : null;
+const res = hasTs ? device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS }) : null;
+const tsRead = hasTs ? device.createBuffer({ size: 16, usage: MR | CD }) : null;
+
+// one dispatch of `grid` workgroups over `phases` phases: its µs and the counters
+async function run(grid, phases, mode) {
+  const params = device.createBuffer({ size: 16, usage: U | CD });
+  device.queue.writeBuffer(params, 0, new Uint32Array([phases, mode, SPIN_CAP, 0]));
+  device.queue.writeBuffer(counters, 0, new Uint32Array(4));
+  const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [
+    { binding: 0, resource: { buffer: params } }, { binding: 1, resource: { buffer: counters } },
+    { binding: 2, resource: { buffer: plain } }, { binding: 3, resource: { buffer: slots } }] });
+  const e = device.createCommandEncoder();
+  const t0 = performance.now();
+  const pass = e.beginComputePass(hasTs ? { timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0,
+    endOfPassWriteIndex: 1 } } : undefined);
+  pass.setPipeline(pipe); pass.setBindGroup(0, bg); pass.dispatchWorkgroups(grid); pass.end();
+  if (hasTs) { e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, tsRead, 0, 16); }
+  e.copyBufferToBuffer(counters, 0, read, 0, 16);
+  device.queue.submit([e.finish()]);
+  await read.mapAsync(GPUMapMode.READ);
+  const [arrivals, stale, timeouts, reads] = new Uint32Array(read.getMappedRange().slice(0));
+  read.unmap();
+  let us = (performance.now() - t0) * 1e3;
+  if (hasTs) {
+    await tsRead.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(tsRead.getMappedRange().slice(0)); tsRead.unmap();
+    us = Number(t[1] - t[0]) / 1e3;
+  }
+  params.destroy();
+  return { us, arrivals, stale, timeouts, reads };
+}
+
+// the GPU's clock rises only after some work: half a second first
+{
+  const t0 = performance.now();
+  while (performance.now() - t0 < (tiny ? 50 : 500)) await run(GRIDS[0], PHASES[1], 1);
+}
+for (const grid of GRIDS) {
+  for (const [mode, name] of MODES.entries()) {
+    const few = [], many = [];
+    let stale = 0, timeouts = 0, reads = 0, arrivals = 0;
+    for (let rep = 0; rep < 5; rep++) {
+      for (const [phases, into] of [[PHASES[0], few], [PHASES[1], many]]) {
+        const r = await run(grid, phases, mode);
+        into.push(r.us);
+        stale += r.stale; timeouts += r.timeouts; reads += r.reads; arrivals += r.arrivals;
+      }
+    }
+    const perBarrier = (med(many) - med(few)) / (PHASES[1] - PHASES[0]);
+    console.log(JSON.stringify({ workgroups: grid, mode: name, us_per_barrier: +perBarrier.toFixed(3),
+      us_few: +med(few).toFixed(2), us_many: +med(many).toFixed(2), phases: PHASES, reads, stale, timeouts,
+      arrivals, expected_arrivals: 5 * grid * (PHASES[0] + PHASES[1]) }));
+  }
+}
+process.exit(0);
