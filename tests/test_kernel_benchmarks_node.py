@@ -125,7 +125,12 @@ def test_matvec_anatomy_times_every_form_and_keeps_the_engines_bits():
 
 def test_grid_barrier_counts_every_arrival_and_read():
     rows = _run("tools/h200/grid_barrier.mjs", "--tiny")
-    assert {r["mode"] for r in rows} == {"plain", "atomic"}
-    for r in rows:  # a grid of one: its own values, never stale, no wait can time out
+    barriers = [r for r in rows if "mode" in r]
+    assert {r["mode"] for r in barriers} == {"plain", "atomic"}
+    streams = {r["streaming"]: r for r in rows if "streaming" in r}
+    assert set(streams) == {"one dispatch per phase", "persistent, loads after the barrier",
+                            "persistent, next phase prefetched"}
+    assert all(r["timeouts"] == 0 and r["phase_bytes"] > 0 for r in streams.values())
+    for r in barriers:  # a grid of one: its own values, never stale, no wait can time out
         assert r["arrivals"] == r["expected_arrivals"] == r["reads"] and r["stale"] == 0 and r["timeouts"] == 0
         assert r["us_few"] > 0 and r["us_many"] > 0

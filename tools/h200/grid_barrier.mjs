@@ -10,7 +10,9 @@
 // Per (workgroups, mode): µs per barrier (the slope between dispatches of few and many phases), stale reads out of
 // the reads made, timed-out barriers. Modes: "plain" (each workgroup stores its value with a plain store and reads
 // another's with a plain load) and "atomic" (atomicStore / atomicLoad). A plain store read by an atomic load would
-// need one buffer at two writable bindings, which WebGPU refuses.
+// need one buffer at two writable bindings, which WebGPU refuses. Then the streaming phases (below): µs per phase of
+// a product-sized read, one dispatch per phase against a persistent dispatch with and without the next phase's
+// loads issued before its barrier.
 import { dawnDevice, med } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice();
@@ -149,6 +151,143 @@ for (const grid of GRIDS) {
     console.log(JSON.stringify({ workgroups: grid, mode: name, us_per_barrier: +perBarrier.toFixed(3),
       us_few: +med(few).toFixed(2), us_many: +med(many).toFixed(2), phases: PHASES, reads, stale, timeouts,
       arrivals, expected_arrivals: 5 * grid * (PHASES[0] + PHASES[1]) }));
+  }
+}
+
+// Streaming phases: what a persistent decode would gain. Each phase every lane reads PER vec4 of a cold region
+// (~8.6 MB a phase over the grid, a product's weights; the regions cycle through 256 MB, past the L2 cache), then
+// the grid meets. "after" issues a phase's loads after the barrier before it, as a dispatch per product must;
+// "prefetch" issues the next phase's loads before it waits, as a persistent kernel could with weights (they do not
+// depend on the phase before). Against them, one dispatch per phase (the engine's way). µs per phase, each the slope
+// between few and many phases; the bound is the phase's bytes at the streaming-read rate (bench_stream_read).
+const SG = tiny ? 1 : 528, PER = tiny ? 4 : 16;
+const phaseVec4 = SG * 64 * PER, regions = tiny ? 4 : Math.floor((256 << 20) / (16 * phaseVec4));
+const streamCode = (prefetch, persistent) => /* wgsl */ `
+struct Params { phases: u32, phase0: u32, spin_cap: u32, regions: u32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> counters: array<atomic<u32>, 4>;
+@group(0) @binding(2) var<storage, read> src: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> sink: array<vec4<u32>>;
+const PER: u32 = ${PER}u;
+const PHASE_VEC4: u32 = ${phaseVec4}u;
+
+fn grid_barrier(t: u32, arrivals: u32) {
+  workgroupBarrier();
+  if (t == 0u) {
+    atomicAdd(&counters[0], 1u);
+    var n = 0u;
+    loop {
+      if (atomicLoad(&counters[0]) >= arrivals || atomicLoad(&counters[2]) != 0u) {
+        break;
+      }
+      n++;
+      if (n >= p.spin_cap) {
+        atomicAdd(&counters[2], 1u);
+        break;
+      }
+    }
+  }
+  workgroupBarrier();
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let i = wg.x * 64u + lid.x;
+  let stride = ng.x * 64u;
+  var acc = vec4<u32>(0u);
+  var v: array<vec4<u32>, PER>;
+  ${prefetch ? `let b0 = (p.phase0 % p.regions) * PHASE_VEC4 + i;
+  for (var k = 0u; k < PER; k++) {
+    v[k] = src[b0 + k * stride];
+  }` : ''}
+  for (var ph = 0u; ph < p.phases; ph++) {
+    ${prefetch ? `var w: array<vec4<u32>, PER>;
+    let nb = ((p.phase0 + ph + 1u) % p.regions) * PHASE_VEC4 + i;
+    if (ph + 1u < p.phases) {
+      for (var k = 0u; k < PER; k++) {
+        w[k] = src[nb + k * stride];
+      }
+    }` : `let b = ((p.phase0 + ph) % p.regions) * PHASE_VEC4 + i;
+    for (var k = 0u; k < PER; k++) {
+      v[k] = src[b + k * stride];
+    }`}
+    for (var k = 0u; k < PER; k++) {
+      acc ^= v[k];
+    }
+    ${persistent ? 'grid_barrier(lid.x, (ph + 1u) * ng.x);' : ''}
+    ${prefetch ? 'v = w;' : ''}
+  }
+  if (all(acc == vec4<u32>(0x9e3779b9u))) {   // never with random data: keeps the loads live
+    sink[i] = acc;
+  }
+}`;
+
+{
+  const total = regions * phaseVec4;
+  const srcBuf = device.createBuffer({ size: 16 * total, usage: S | CD });
+  const chunk = new Uint32Array(1 << 20);
+  for (let i = 0; i < chunk.length; i++) chunk[i] = (Math.imul(i, 2654435761) ^ (i >>> 7)) >>> 0;
+  for (let o = 0; o < 16 * total; o += chunk.byteLength)
+    device.queue.writeBuffer(srcBuf, o, chunk.buffer, 0, Math.min(chunk.byteLength, 16 * total - o));
+  const sink = device.createBuffer({ size: 16 * SG * 64, usage: S });
+  const layout = device.createBindGroupLayout({ entries: [
+    { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true } },
+    { binding: 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
+    { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+    { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } }] });
+  const plLayout = device.createPipelineLayout({ bindGroupLayouts: [layout] });
+  const pipeOf = (c) => device.createComputePipeline({ layout: plLayout,
+    compute: { module: device.createShaderModule({ code: c }), entryPoint: 'main' } });
+  const MAXD = tiny ? 20 : 200;   // dispatches of one phase each: params at 256-byte steps, phase0 = d
+  const params = device.createBuffer({ size: 256 * MAXD, usage: U | CD });
+  const bg = (phases) => {
+    const words = new Uint32Array(64 * MAXD);
+    for (let d = 0; d < MAXD; d++) words.set([phases, d, SPIN_CAP, regions], 64 * d);
+    device.queue.writeBuffer(params, 0, words);
+    return device.createBindGroup({ layout, entries: [
+      { binding: 0, resource: { buffer: params, size: 16 } }, { binding: 1, resource: { buffer: counters } },
+      { binding: 2, resource: { buffer: srcBuf } }, { binding: 3, resource: { buffer: sink } }] });
+  };
+  // µs of one pass: `dispatches` dispatches of `phases` phases each
+  async function timePass(pipe, phases, dispatches) {
+    const group = bg(phases);
+    const out = [];
+    let timeouts = 0;
+    for (let rep = 0; rep < 6; rep++) {
+      device.queue.writeBuffer(counters, 0, new Uint32Array(4));
+      const e = device.createCommandEncoder();
+      const t0 = performance.now();
+      const pass = e.beginComputePass(hasTs ? { timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0,
+        endOfPassWriteIndex: 1 } } : undefined);
+      pass.setPipeline(pipe);
+      for (let d = 0; d < dispatches; d++) { pass.setBindGroup(0, group, [256 * d]); pass.dispatchWorkgroups(SG); }
+      pass.end();
+      if (hasTs) { e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, tsRead, 0, 16); }
+      e.copyBufferToBuffer(counters, 0, read, 0, 16);
+      device.queue.submit([e.finish()]);
+      await read.mapAsync(GPUMapMode.READ);
+      timeouts += new Uint32Array(read.getMappedRange().slice(0))[2];
+      read.unmap();
+      let us = (performance.now() - t0) * 1e3;
+      if (hasTs) {
+        await tsRead.mapAsync(GPUMapMode.READ);
+        const t = new BigUint64Array(tsRead.getMappedRange().slice(0)); tsRead.unmap();
+        us = Number(t[1] - t[0]) / 1e3;
+      }
+      if (rep > 0) out.push(us);
+    }
+    return { us: med(out), timeouts };
+  }
+  const [few, many] = tiny ? [2, 20] : [20, 200];
+  const forms = [['one dispatch per phase', streamCode(false, false), (n) => [1, n]],
+    ['persistent, loads after the barrier', streamCode(false, true), (n) => [n, 1]],
+    ['persistent, next phase prefetched', streamCode(true, true), (n) => [n, 1]]];
+  for (const [form, c, shape] of forms) {
+    const pipe = pipeOf(c);
+    const a = await timePass(pipe, ...shape(few)), b = await timePass(pipe, ...shape(many));
+    console.log(JSON.stringify({ streaming: form, workgroups: SG, phase_bytes: 16 * phaseVec4,
+      us_per_phase: +((b.us - a.us) / (many - few)).toFixed(3), timeouts: a.timeouts + b.timeouts }));
   }
 }
 process.exit(0);
