@@ -4,7 +4,8 @@
 // the next of C copies, more bytes in all than the L2 cache holds. Then they are warm (one copy, read again and
 // again). Then the kernel loses its parts in turn: the norm (x normalised ahead), the staging's quantisation (x
 // quantised ahead, read as is), the weights' loads (each dot on codes made from the block's index), the row groups'
-// sums (each lane writes its own partial), and the staging and the weights both. Each form runs at the engine's
+// sums (each lane writes its own partial), and the staging and the weights both; and it keeps every part but
+// reads its parameters from constants in its code instead of a uniform buffer. Each form runs at the engine's
 // launch and at one workgroup per SM. The forms that keep the weights agree with the engine's outputs bit for bit
 // (checked); the others are timed only. A part's cost is the engine's time minus the form without it.
 //   DAWN_NODE=path/dawn.node node tools/h200/matvec_anatomy.mjs [--tiny]
@@ -38,6 +39,14 @@ const noWeights = (code) => edit(code, 'return xq_dot(w_codes[2u * blk], w_codes
   'return xq_dot(vec4<u32>(blk, blk * 3u, blk ^ 0x55555555u, blk + 7u), vec4<u32>(blk * 5u), b, 1.0);');
 // the row group's tree gone: every lane writes its own partial (lane 0's is stored)
 const noSums = (code) => edit(code, 'let total = group_sum(acc, lid.x);', 'let total = acc;');
+// the per-dispatch parameters written into the code as constants: no uniform load ahead of the addresses (the
+// engine's dispatches each read their own small uniform buffer, which a token's ~1 GB of weights evicts from the
+// L2 cache between two reads)
+const paramsInCode = (code, values) => {
+  let out = code;
+  for (const [field, literal] of Object.entries(values)) out = out.split(`p.${field}`).join(literal);
+  return edit(out, '@group(0) @binding(0) var<uniform> p: Params;', '');
+};
 
 // the engine's lane count and rows per lane group (py_engine/gpu/kernels.py matvec_lanes, matvec_rows_per_group)
 function launch(rows, nb) {
@@ -105,9 +114,11 @@ for (const [label, rows, cols, norm] of shapes) {
   const xq = words(Math.ceil(nb * 9 / 4) * 4);   // x quantised ahead (x_stage_q8pre.wgsl's layout)
   new Float32Array(xq.buffer, 32 * nb, nb).set(Float32Array.from({ length: nb }, () => 0.01 + r() * 0.01));
   const y = device.createBuffer({ size: 4 * rows, usage: S | CS });
-  const bufs = [mkbuf(new Uint32Array([rows, nb, 0, 0, new Uint32Array(eps.buffer)[0], 0, 0, 0, 0, 0, 0, 0]), U | CD),
-    mkbuf(floats(cols)), y, null, null, mkbuf(floats(cols)), device.createBuffer({ size: 4 * cols, usage: S }),
-    mkbuf(xq)];
+  // each weight copy with its own parameters' buffer, as each of the engine's dispatches has
+  const paramWords = new Uint32Array([rows, nb, 0, 0, new Uint32Array(eps.buffer)[0], 0, 0, 0, 0, 0, 0, 0]);
+  const params = Array.from({ length: copies }, () => mkbuf(paramWords, U | CD));
+  const bufs = [null, mkbuf(floats(cols)), y, null, null, mkbuf(floats(cols)),
+    device.createBuffer({ size: 4 * cols, usage: S }), mkbuf(xq)];
   const src = (xfmt, nrm) => assemble('matvec.wgsl', { WFMT: 'q8', XFMT: xfmt, LANES: lanes, ROWS: per,
     ACCUMULATE: 'false', NORM: nrm, ARGMAX: 'none', XN: 'f32', STAGED_BLOCKS: nb });
   const engine = src('q8', norm);
@@ -120,6 +131,9 @@ for (const [label, rows, cols, norm] of shapes) {
     ['weights not read', noWeights(engine), [0, ...xIn, 2], 0, false],
     ['x quantised ahead, weights not read', noWeights(src('q8pre', 'none')), [0, 2, 7], 0, false],
     ['row sums not taken', noSums(engine), [0, ...xIn, 2, 3, 4], copies, false],
+    ['parameters in the code', paramsInCode(engine, { rows: `${rows}u`, nb: `${nb}u`, x_base: '0u', y_base: '0u',
+      eps: `${eps[0]}f`, xn_write: '0u', group: '0u', g_base: '0u', g_stride: '0u', part_base: '0u' }),
+    [...xIn, 2, 3, 4], copies, true],
   ];
   let ref = null;
   for (const [form, code, used, nCopies, compare] of forms) {
@@ -129,6 +143,7 @@ for (const [label, rows, cols, norm] of shapes) {
     for (let c = 0; c < Math.max(1, nCopies); c++) {
       const b = [...bufs];
       [b[3], b[4]] = weights[c];
+      b[0] = params[c];
       bgs.push(device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
         entries: used.map((binding) => ({ binding, resource: { buffer: b[binding] } })) }));
     }
