@@ -114,9 +114,11 @@ def test_matvec_anatomy_times_every_form_and_keeps_the_engines_bits():
                                       "weights not read", "x quantised ahead, weights not read",
                                       "row sums not taken", "parameters in the code")} <= forms
     assert ("norm fused", "x normalised ahead") in forms
-    assert all(r["us"] > 0 for r in rows)
+    # (after a flush a form's figure is a difference, which noise can take below zero on a shared CPU)
+    assert all(r["us"] > 0 for r in rows if "flush_and_empty_us" not in r)
     # cold: more than one copy of the weights, read in turn; every copy gives the engine's outputs bit for bit
-    engine = [r for r in rows if r["form"].startswith("engine") or r["form"] == "parameters in the code"]
+    engine = [r for r in rows if r["form"] in ("engine, cold weights", "engine, warm weights",
+                                               "parameters in the code")]
     assert all(r["same_as_engine"] is True for r in engine), engine
     assert all(r["copies"] > 1 for r in engine if r["form"] == "engine, cold weights")
     # each form at the engine's launch and at one workgroup per SM; two also after a read that flushes the L2 cache
