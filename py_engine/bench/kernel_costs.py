@@ -25,7 +25,7 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
     encode + submit loop), "replays", "rounds", "kept", "kinds": [{"kind", "dispatches", "us"}, ...] (largest
     first)}. Moves the KV cache's row at the last position and the recurrent state: run it after the timed
     phases."""
-    import js
+    import js  # Pyodide's: this module runs in the engine only
 
     gpu = dec.gpu
     ops = dec.dl.ops
@@ -78,8 +78,7 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
                     for k, n in kinds.items() if k in us), key=lambda r: -r["us"])
     return {"available": True, "full_us": round(us["full"], 2), "floor_us": round(us["floor"], 2),
             "full_cpu_us": round(median(loops["full"]), 2), "floor_cpu_us": round(median(loops["floor"]), 2),
-            "replays": replays,
-            "rounds": rounds, "kept": [k for k in KEPT_KINDS if k in kinds], "kinds": table}
+            "replays": replays, "rounds": rounds, "kept": [k for k in KEPT_KINDS if k in kinds], "kinds": table}
 
 
 __all__ = ["measure", "KEPT_KINDS"]
