@@ -135,8 +135,10 @@ def test_grid_barrier_counts_every_arrival_and_read():
     barriers = [r for r in rows if "mode" in r]
     assert {r["mode"] for r in barriers} == {"plain", "atomic"}
     streams = {r["streaming"]: r for r in rows if "streaming" in r}
-    assert set(streams) == {"one dispatch per phase", "persistent, loads after the barrier",
-                            "persistent, next phase prefetched"}
+    forms = {"one dispatch per phase", "persistent, loads after the barrier", "persistent, next phase prefetched"}
+    dependent = ", reading the activation the phase before wrote"
+    assert set(streams) == forms | {f + dependent for f in forms}
+    assert all(r["dependent"] == r["streaming"].endswith(dependent) for r in streams.values())
     assert all(r["timeouts"] == 0 and r["phase_bytes"] > 0 for r in streams.values())
     for r in barriers:  # a grid of one: its own values, never stale, no wait can time out
         assert r["arrivals"] == r["expected_arrivals"] == r["reads"] and r["stale"] == 0 and r["timeouts"] == 0

@@ -160,15 +160,22 @@ for (const grid of GRIDS) {
 // "prefetch" issues the next phase's loads before it waits, as a persistent kernel could with weights (they do not
 // depend on the phase before). Against them, one dispatch per phase (the engine's way). µs per phase, each the slope
 // between few and many phases; the bound is the phase's bytes at the streaming-read rate (bench_stream_read).
+// Then the same with a dependency, as the decode's products have: each phase first reads the 2,048-value
+// activation the grid wrote in the phase before (8 KB, from the L2 cache) and writes its share of the next; the
+// prefetched form still issues the weights' loads before its barrier, the input's after it. (These reads of
+// another workgroup's plain stores are for timing; the first part says whether they see the stored values.)
 const SG = tiny ? 1 : 528, PER = tiny ? 4 : 16;
 const phaseVec4 = SG * 64 * PER, regions = tiny ? 4 : Math.floor((256 << 20) / (16 * phaseVec4));
-const streamCode = (prefetch, persistent) => /* wgsl */ `
+const ACT_VEC4 = 512;   // a 2,048-value activation: what a phase's product reads after the barrier and writes
+const streamCode = (prefetch, persistent, dep) => /* wgsl */ `
 struct Params { phases: u32, phase0: u32, spin_cap: u32, regions: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> counters: array<atomic<u32>, 4>;
 @group(0) @binding(2) var<storage, read> src: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> sink: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<u32>>;   // two activations (phase parity)
 const PER: u32 = ${PER}u;
+const ACT_VEC4: u32 = ${ACT_VEC4}u;
 const PHASE_VEC4: u32 = ${phaseVec4}u;
 
 fn grid_barrier(t: u32, arrivals: u32) {
@@ -212,9 +219,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     for (var k = 0u; k < PER; k++) {
       v[k] = src[b + k * stride];
     }`}
+    ${dep ? `var s = vec4<u32>(0u);   // the input the grid wrote in the phase before, 8 vec4 per lane
+    let par_in = ((p.phase0 + ph) & 1u) * ACT_VEC4;
+    for (var k = lid.x; k < ACT_VEC4; k += 64u) {
+      s ^= act[par_in + k];
+    }` : 'let s = vec4<u32>(0u);'}
     for (var k = 0u; k < PER; k++) {
-      acc ^= v[k];
+      acc ^= v[k] ^ s;
     }
+    ${dep ? `if (lid.x == 0u) {   // this workgroup's share of the next phase's input
+      act[((p.phase0 + ph + 1u) & 1u) * ACT_VEC4 + wg.x % ACT_VEC4] = acc;
+    }` : ''}
     ${persistent ? 'grid_barrier(lid.x, (ph + 1u) * ng.x);' : ''}
     ${prefetch ? 'v = w;' : ''}
   }
@@ -231,11 +246,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   for (let o = 0; o < 16 * total; o += chunk.byteLength)
     device.queue.writeBuffer(srcBuf, o, chunk.buffer, 0, Math.min(chunk.byteLength, 16 * total - o));
   const sink = device.createBuffer({ size: 16 * SG * 64, usage: S });
+  const act = device.createBuffer({ size: 16 * 2 * ACT_VEC4, usage: S });
   const layout = device.createBindGroupLayout({ entries: [
     { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true } },
     { binding: 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
     { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
-    { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } }] });
+    { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
+    { binding: 4, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } }] });
   const plLayout = device.createPipelineLayout({ bindGroupLayouts: [layout] });
   const pipeOf = (c) => device.createComputePipeline({ layout: plLayout,
     compute: { module: device.createShaderModule({ code: c }), entryPoint: 'main' } });
@@ -247,7 +264,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     device.queue.writeBuffer(params, 0, words);
     return device.createBindGroup({ layout, entries: [
       { binding: 0, resource: { buffer: params, size: 16 } }, { binding: 1, resource: { buffer: counters } },
-      { binding: 2, resource: { buffer: srcBuf } }, { binding: 3, resource: { buffer: sink } }] });
+      { binding: 2, resource: { buffer: srcBuf } }, { binding: 3, resource: { buffer: sink } },
+      { binding: 4, resource: { buffer: act } }] });
   };
   // µs of one pass: `dispatches` dispatches of `phases` phases each
   async function timePass(pipe, phases, dispatches) {
@@ -280,13 +298,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     return { us: med(out), timeouts };
   }
   const [few, many] = tiny ? [2, 20] : [20, 200];
-  const forms = [['one dispatch per phase', streamCode(false, false), (n) => [1, n]],
-    ['persistent, loads after the barrier', streamCode(false, true), (n) => [n, 1]],
-    ['persistent, next phase prefetched', streamCode(true, true), (n) => [n, 1]]];
-  for (const [form, c, shape] of forms) {
+  const forms = [];
+  for (const dep of [false, true]) {
+    const tag = dep ? ', reading the activation the phase before wrote' : '';
+    forms.push([`one dispatch per phase${tag}`, streamCode(false, false, dep), (n) => [1, n], dep],
+      [`persistent, loads after the barrier${tag}`, streamCode(false, true, dep), (n) => [n, 1], dep],
+      [`persistent, next phase prefetched${tag}`, streamCode(true, true, dep), (n) => [n, 1], dep]);
+  }
+  for (const [form, c, shape, dep] of forms) {
     const pipe = pipeOf(c);
     const a = await timePass(pipe, ...shape(few)), b = await timePass(pipe, ...shape(many));
-    console.log(JSON.stringify({ streaming: form, workgroups: SG, phase_bytes: 16 * phaseVec4,
+    console.log(JSON.stringify({ streaming: form, dependent: dep, workgroups: SG, phase_bytes: 16 * phaseVec4,
       us_per_phase: +((b.us - a.us) / (many - few)).toFixed(3), timeouts: a.timeouts + b.timeouts }));
   }
 }
