@@ -7,7 +7,8 @@ counted; wave_sweep.mjs: the decode's kernels over growing launches, every varia
 step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's two forms giving the same
 bits and the recurrence's two column counts agreeing; matvec_anatomy.mjs: a decode product with its parts taken away
 in turn, its weights cold or warm giving the engine's bits; grid_barrier.mjs: a barrier across a persistent dispatch's
-workgroups, every arrival and read counted).
+workgroups, every arrival and read counted; persistent_chain.mjs: a chain of products as one persistent dispatch,
+giving the dispatches' bits).
 """
 import json
 import shutil
@@ -143,3 +144,13 @@ def test_grid_barrier_counts_every_arrival_and_read():
     for r in barriers:  # a grid of one: its own values, never stale, no wait can time out
         assert r["arrivals"] == r["expected_arrivals"] == r["reads"] and r["stale"] == 0 and r["timeouts"] == 0
         assert r["us_few"] > 0 and r["us_many"] > 0
+
+
+def test_persistent_chain_gives_the_dispatches_bits():
+    rows = _run("tools/h200/persistent_chain.mjs", "--tiny")
+    forms = {r["form"]: r for r in rows}
+    assert set(forms) == {"one dispatch per product", "persistent",
+                          "persistent, next product's first tile loaded before the barrier"}
+    # a grid of one workgroup: the engine's arithmetic in the same order, so the dispatches' outputs bit for bit
+    assert all(r["same_as_dispatches"] is True and r["timeouts"] == 0 for r in rows), rows
+    assert all(r["us_chain"] > 0 and r["us_chain_of_2"] > 0 for r in rows)

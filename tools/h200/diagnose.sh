@@ -3,14 +3,14 @@
 # kernel's time goes, in one call (~1 minute), every output kept in one archive under $OUT (or the current folder):
 #   bash tools/h200/diagnose.sh
 # step_kernels (attention, the recurrence), matvec_anatomy (a product's parts, cold and warm weights, parameters in
-# the code), grid_barrier (a persistent dispatch's barrier, stale reads, streaming phases), dispatch_chain (the
-# launch and barrier floor). Pass --tiny to try it anywhere.
+# the code), grid_barrier (a persistent dispatch's barrier, stale reads, streaming phases), persistent_chain (a
+# chain of products as dispatches or as one persistent dispatch), dispatch_chain (the launch and barrier floor). Pass --tiny to try it anywhere.
 set -u
 DEST=${OUT:-$PWD}
 [ "${1:-}" = --tiny ] || source .gpu-carry/setup_env.sh
 NODE=${DISKFORMER_NODE:-node}
 work=$(mktemp -d)
-for tool in step_kernels matvec_anatomy grid_barrier dispatch_chain; do
+for tool in step_kernels matvec_anatomy grid_barrier persistent_chain dispatch_chain; do
   start=$(date +%s)
   timeout 240 "$NODE" "tools/h200/$tool.mjs" "$@" > "$work/$tool.jsonl" 2> "$work/$tool.err"
   echo "$tool rc=$? $(( $(date +%s) - start ))s"
