@@ -51,6 +51,32 @@ export const f16 = (h) => {
   return (e ? (1 + f / 1024) * 2 ** (e - 15) : f / 1024 * 2 ** -14) * (h & 0x8000 ? -1 : 1);
 };
 
+// A barrier across all the workgroups of one dispatch (grid_barrier.mjs, persistent_chain.mjs): lane 0 of each adds
+// one to counters[0], then waits until `arrivals` have; a wait that spins past spinCap counts a timeout in
+// counters[2], after which no wait of the dispatch waits any more (a grid the GPU cannot hold at once ends rather
+// than hangs). The includer declares counters: array<atomic<u32>, 4>; every lane must call it (barriers).
+export const gridBarrierWgsl = (spinCap) => `
+fn grid_barrier(t: u32, arrivals: u32) {
+  storageBarrier();
+  workgroupBarrier();
+  if (t == 0u) {
+    atomicAdd(&counters[0], 1u);
+    var n = 0u;
+    loop {
+      if (atomicLoad(&counters[0]) >= arrivals || atomicLoad(&counters[2]) != 0u) {
+        break;
+      }
+      n++;
+      if (n >= ${spinCap}u) {
+        atomicAdd(&counters[2], 1u);
+        break;
+      }
+    }
+  }
+  workgroupBarrier();
+  storageBarrier();
+}`;
+
 export function gpuTools(device, hasTs) {
   const CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC, MR = GPUBufferUsage.MAP_READ;
 
@@ -61,34 +87,49 @@ export function gpuTools(device, hasTs) {
     return b;
   }
 
+  // µs of one compute pass that record(pass) fills: timestamps where the device has them, else the wall clock to
+  // the submit's completion; extra(encoder), where given, records commands after the pass (copies to read back)
+  let tq = null, tres = null, trb = null;
+  async function passUs(record, extra = null) {
+    if (hasTs && tq === null) {
+      tq = device.createQuerySet({ type: 'timestamp', count: 2 });
+      tres = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
+      trb = device.createBuffer({ size: 16, usage: MR | CD });
+    }
+    const e = device.createCommandEncoder();
+    const t0 = performance.now();
+    const p = e.beginComputePass(hasTs ? { timestampWrites: { querySet: tq, beginningOfPassWriteIndex: 0,
+      endOfPassWriteIndex: 1 } } : undefined);
+    record(p);
+    p.end();
+    if (hasTs) { e.resolveQuerySet(tq, 0, 2, tres, 0); e.copyBufferToBuffer(tres, 0, trb, 0, 16); }
+    if (extra) extra(e);
+    device.queue.submit([e.finish()]);
+    if (!hasTs) {
+      await device.queue.onSubmittedWorkDone();
+      return (performance.now() - t0) * 1e3;
+    }
+    await trb.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(trb.getMappedRange().slice(0)); trb.unmap();
+    return Number(t[1] - t[0]) / 1e3;
+  }
+
+  // the median of passUs(record) over repeats (with timestamps the first, which warms the caches, not counted)
+  async function medianPassUs(record) {
+    const out = [];
+    for (let rep = 0; rep < (hasTs ? 6 : 3); rep++) {
+      const us = await passUs(record);
+      if (rep > 0 || !hasTs) out.push(us);
+    }
+    return med(out);
+  }
+
   // µs per dispatch of R back-to-back dispatches (gx × gy workgroups) in one compute pass
   async function time(pipe, bg, gx, gy, R) {
-    const out = [];
-    if (!hasTs) {
-      for (let rep = 0; rep < 3; rep++) {
-        const t0 = performance.now();
-        const e = device.createCommandEncoder(); const p = e.beginComputePass();
-        p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
-        device.queue.submit([e.finish()]); await device.queue.onSubmittedWorkDone();
-        out.push((performance.now() - t0) * 1e3 / R);
-      }
-      return med(out);
-    }
-    const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
-    const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
-    const rb = device.createBuffer({ size: 16, usage: MR | CD });
-    for (let rep = 0; rep < 6; rep++) {
-      const e = device.createCommandEncoder();
-      const p = e.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
-      p.setPipeline(pipe); p.setBindGroup(0, bg); for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy); p.end();
-      e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
-      device.queue.submit([e.finish()]);
-      await rb.mapAsync(GPUMapMode.READ);
-      const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
-      if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
-    }
-    qs.destroy(); res.destroy(); rb.destroy();
-    return med(out);
+    return (await medianPassUs((p) => {
+      p.setPipeline(pipe); p.setBindGroup(0, bg);
+      for (let i = 0; i < R; i++) p.dispatchWorkgroups(gx, gy);
+    })) / R;
   }
 
   async function readback(buf, bytes) {
@@ -108,5 +149,5 @@ export function gpuTools(device, hasTs) {
     return { pipe, bg };
   }
 
-  return { mkbuf, time, readback, bound };
+  return { mkbuf, time, passUs, medianPassUs, readback, bound };
 }

@@ -13,9 +13,10 @@
 // need one buffer at two writable bindings, which WebGPU refuses. Then the streaming phases (below): µs per phase of
 // a product-sized read, one dispatch per phase against a persistent dispatch with and without the next phase's
 // loads issued before its barrier.
-import { dawnDevice, med } from './gpu_timing.mjs';
+import { dawnDevice, gpuTools, gridBarrierWgsl, med } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice();
+const { passUs } = gpuTools(device, hasTs);
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
@@ -26,7 +27,7 @@ const SPIN_CAP = 1 << 20;   // spins of one wait before the dispatch stops waiti
 const MODES = ['plain', 'atomic'];
 
 const code = /* wgsl */ `
-struct Params { phases: u32, mode: u32, spin_cap: u32, pad: u32 }
+struct Params { phases: u32, mode: u32, pad0: u32, pad1: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 // [0] arrivals (every workgroup adds one per phase), [1] stale reads, [2] timed-out waits, [3] reads made
 @group(0) @binding(1) var<storage, read_write> counters: array<atomic<u32>, 4>;
@@ -37,28 +38,7 @@ fn value(phase: u32, g: u32) -> u32 {
   return phase * 2654435761u + g * 40503u + 1u;
 }
 
-// Every workgroup of the grid arrives (its lane 0 adds one), then waits until all have arrived for this phase; a
-// wait that spins past p.spin_cap marks a timeout, after which no wait of the dispatch waits any more.
-fn grid_barrier(t: u32, arrivals: u32) {
-  storageBarrier();
-  workgroupBarrier();
-  if (t == 0u) {
-    atomicAdd(&counters[0], 1u);
-    var n = 0u;
-    loop {
-      if (atomicLoad(&counters[0]) >= arrivals || atomicLoad(&counters[2]) != 0u) {
-        break;
-      }
-      n++;
-      if (n >= p.spin_cap) {
-        atomicAdd(&counters[2], 1u);
-        break;
-      }
-    }
-  }
-  workgroupBarrier();
-  storageBarrier();
-}
+${gridBarrierWgsl(SPIN_CAP)}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
@@ -98,37 +78,27 @@ const counters = device.createBuffer({ size: 16, usage: S | CD | CS });
 const plain = device.createBuffer({ size: 8 * maxGrid, usage: S });
 const slots = device.createBuffer({ size: 8 * maxGrid, usage: S });
 const read = device.createBuffer({ size: 16, usage: MR | CD });
-const qs = hasTs ? device.createQuerySet({ type: 'timestamp', count: 2 }) : null;
-const res = hasTs ? device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS }) : null;
-const tsRead = hasTs ? device.createBuffer({ size: 16, usage: MR | CD }) : null;
+
+// µs of one pass that record(pass) fills, and the counters it left
+async function counted(record) {
+  device.queue.writeBuffer(counters, 0, new Uint32Array(4));
+  const us = await passUs(record, (e) => e.copyBufferToBuffer(counters, 0, read, 0, 16));
+  await read.mapAsync(GPUMapMode.READ);
+  const [arrivals, stale, timeouts, reads] = new Uint32Array(read.getMappedRange().slice(0));
+  read.unmap();
+  return { us, arrivals, stale, timeouts, reads };
+}
 
 // one dispatch of `grid` workgroups over `phases` phases: its µs and the counters
 async function run(grid, phases, mode) {
   const params = device.createBuffer({ size: 16, usage: U | CD });
-  device.queue.writeBuffer(params, 0, new Uint32Array([phases, mode, SPIN_CAP, 0]));
-  device.queue.writeBuffer(counters, 0, new Uint32Array(4));
+  device.queue.writeBuffer(params, 0, new Uint32Array([phases, mode, 0, 0]));
   const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0), entries: [
     { binding: 0, resource: { buffer: params } }, { binding: 1, resource: { buffer: counters } },
     { binding: 2, resource: { buffer: plain } }, { binding: 3, resource: { buffer: slots } }] });
-  const e = device.createCommandEncoder();
-  const t0 = performance.now();
-  const pass = e.beginComputePass(hasTs ? { timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0,
-    endOfPassWriteIndex: 1 } } : undefined);
-  pass.setPipeline(pipe); pass.setBindGroup(0, bg); pass.dispatchWorkgroups(grid); pass.end();
-  if (hasTs) { e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, tsRead, 0, 16); }
-  e.copyBufferToBuffer(counters, 0, read, 0, 16);
-  device.queue.submit([e.finish()]);
-  await read.mapAsync(GPUMapMode.READ);
-  const [arrivals, stale, timeouts, reads] = new Uint32Array(read.getMappedRange().slice(0));
-  read.unmap();
-  let us = (performance.now() - t0) * 1e3;
-  if (hasTs) {
-    await tsRead.mapAsync(GPUMapMode.READ);
-    const t = new BigUint64Array(tsRead.getMappedRange().slice(0)); tsRead.unmap();
-    us = Number(t[1] - t[0]) / 1e3;
-  }
+  const r = await counted((pass) => { pass.setPipeline(pipe); pass.setBindGroup(0, bg); pass.dispatchWorkgroups(grid); });
   params.destroy();
-  return { us, arrivals, stale, timeouts, reads };
+  return r;
 }
 
 // the GPU's clock rises only after some work: half a second first
@@ -168,7 +138,7 @@ const SG = tiny ? 1 : 528, PER = tiny ? 4 : 16;
 const phaseVec4 = SG * 64 * PER, regions = tiny ? 4 : Math.floor((256 << 20) / (16 * phaseVec4));
 const ACT_VEC4 = 512;   // a 2,048-value activation: what a phase's product reads after the barrier and writes
 const streamCode = (prefetch, persistent, dep) => /* wgsl */ `
-struct Params { phases: u32, phase0: u32, spin_cap: u32, regions: u32 }
+struct Params { phases: u32, phase0: u32, pad: u32, regions: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> counters: array<atomic<u32>, 4>;
 @group(0) @binding(2) var<storage, read> src: array<vec4<u32>>;
@@ -178,24 +148,7 @@ const PER: u32 = ${PER}u;
 const ACT_VEC4: u32 = ${ACT_VEC4}u;
 const PHASE_VEC4: u32 = ${phaseVec4}u;
 
-fn grid_barrier(t: u32, arrivals: u32) {
-  workgroupBarrier();
-  if (t == 0u) {
-    atomicAdd(&counters[0], 1u);
-    var n = 0u;
-    loop {
-      if (atomicLoad(&counters[0]) >= arrivals || atomicLoad(&counters[2]) != 0u) {
-        break;
-      }
-      n++;
-      if (n >= p.spin_cap) {
-        atomicAdd(&counters[2], 1u);
-        break;
-      }
-    }
-  }
-  workgroupBarrier();
-}
+${gridBarrierWgsl(SPIN_CAP)}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
@@ -260,7 +213,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   const params = device.createBuffer({ size: 256 * MAXD, usage: U | CD });
   const bg = (phases) => {
     const words = new Uint32Array(64 * MAXD);
-    for (let d = 0; d < MAXD; d++) words.set([phases, d, SPIN_CAP, regions], 64 * d);
+    for (let d = 0; d < MAXD; d++) words.set([phases, d, 0, regions], 64 * d);
     device.queue.writeBuffer(params, 0, words);
     return device.createBindGroup({ layout, entries: [
       { binding: 0, resource: { buffer: params, size: 16 } }, { binding: 1, resource: { buffer: counters } },
@@ -273,27 +226,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     const out = [];
     let timeouts = 0;
     for (let rep = 0; rep < 6; rep++) {
-      device.queue.writeBuffer(counters, 0, new Uint32Array(4));
-      const e = device.createCommandEncoder();
-      const t0 = performance.now();
-      const pass = e.beginComputePass(hasTs ? { timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0,
-        endOfPassWriteIndex: 1 } } : undefined);
-      pass.setPipeline(pipe);
-      for (let d = 0; d < dispatches; d++) { pass.setBindGroup(0, group, [256 * d]); pass.dispatchWorkgroups(SG); }
-      pass.end();
-      if (hasTs) { e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, tsRead, 0, 16); }
-      e.copyBufferToBuffer(counters, 0, read, 0, 16);
-      device.queue.submit([e.finish()]);
-      await read.mapAsync(GPUMapMode.READ);
-      timeouts += new Uint32Array(read.getMappedRange().slice(0))[2];
-      read.unmap();
-      let us = (performance.now() - t0) * 1e3;
-      if (hasTs) {
-        await tsRead.mapAsync(GPUMapMode.READ);
-        const t = new BigUint64Array(tsRead.getMappedRange().slice(0)); tsRead.unmap();
-        us = Number(t[1] - t[0]) / 1e3;
-      }
-      if (rep > 0) out.push(us);
+      const r = await counted((pass) => {
+        pass.setPipeline(pipe);
+        for (let d = 0; d < dispatches; d++) { pass.setBindGroup(0, group, [256 * d]); pass.dispatchWorkgroups(SG); }
+      });
+      timeouts += r.timeouts;
+      if (rep > 0) out.push(r.us);
     }
     return { us: med(out), timeouts };
   }

@@ -12,13 +12,13 @@
 //   DAWN_NODE=path/dawn.node node tools/h200/matvec_anatomy.mjs [--tiny]
 // Prints one JSON line per (kernel, form, launch): µs per dispatch (R back-to-back dispatches in one pass, each
 // reading what the one before wrote as the decode's do, median of repeats).
-import { assemble, dawnDevice, gpuTools, med, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, rng } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
-const { mkbuf, readback } = gpuTools(device, hasTs);
+const { mkbuf, readback, medianPassUs } = gpuTools(device, hasTs);
 const r = rng(23);
 const words = (n) => {
   const w = new Uint32Array(n);
@@ -60,44 +60,12 @@ function launch(rows, nb) {
 
 // R dispatches in one pass, dispatch i on bind group i % bgs.length (each after a dispatch of `pre` where given);
 // µs per dispatch (or pair), median of repeats
-async function timeCycle(pipe, bgs, gx, pre = null) {
-  const run = async (ts) => {
-    const e = device.createCommandEncoder();
-    const p = e.beginComputePass(ts ? { timestampWrites: ts } : undefined);
-    p.setPipeline(pipe);
-    for (let i = 0; i < R; i++) {
-      if (pre) {
-        p.setPipeline(pre.pipe); p.setBindGroup(0, pre.bg); p.dispatchWorkgroups(pre.gx); p.setPipeline(pipe);
-      }
-      p.setBindGroup(0, bgs[i % bgs.length]); p.dispatchWorkgroups(gx);
-    }
-    p.end();
-    return e;
-  };
-  const out = [];
-  if (!hasTs) {
-    for (let rep = 0; rep < 3; rep++) {
-      const t0 = performance.now();
-      device.queue.submit([(await run(null)).finish()]);
-      await device.queue.onSubmittedWorkDone();
-      out.push((performance.now() - t0) * 1e3 / R);
-    }
-    return med(out);
+const timeCycle = async (pipe, bgs, gx, pre = null) => (await medianPassUs((p) => {
+  for (let i = 0; i < R; i++) {
+    if (pre) { p.setPipeline(pre.pipe); p.setBindGroup(0, pre.bg); p.dispatchWorkgroups(pre.gx); }
+    p.setPipeline(pipe); p.setBindGroup(0, bgs[i % bgs.length]); p.dispatchWorkgroups(gx);
   }
-  const qs = device.createQuerySet({ type: 'timestamp', count: 2 });
-  const res = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS });
-  const rb = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | CD });
-  for (let rep = 0; rep < 6; rep++) {
-    const e = await run({ querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 });
-    e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, rb, 0, 16);
-    device.queue.submit([e.finish()]);
-    await rb.mapAsync(GPUMapMode.READ);
-    const t = new BigUint64Array(rb.getMappedRange().slice(0)); rb.unmap();
-    if (rep > 0) out.push(Number(t[1] - t[0]) / 1e3 / R);
-  }
-  qs.destroy(); res.destroy(); rb.destroy();
-  return med(out);
-}
+})) / R;
 
 // The L2 cache flushed: a read of FLUSH_BYTES before each timed dispatch evicts its code, its parameters, its input
 // and its weights, as a token's other kernels do between two of its dispatches. The flush also binds the product's

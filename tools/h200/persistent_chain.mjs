@@ -16,13 +16,13 @@
 //   DAWN_NODE=path/dawn.node node tools/h200/persistent_chain.mjs [--tiny]
 // Prints per form µs per product (the slope between chains of 2 and P products), whether its outputs match, and
 // timed-out waits.
-import { assemble, dawnDevice, gpuTools, med, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, gridBarrierWgsl, med, rng } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
-const { mkbuf, readback } = gpuTools(device, hasTs);
+const { mkbuf, readback, passUs } = gpuTools(device, hasTs);
 const r = rng(41);
 
 const [ROWS_N, COLS, P] = tiny ? [256, 256, 4] : [12352, 2048, 12];
@@ -71,28 +71,8 @@ const TILES: u32 = ${TILES}u;
 const XV: u32 = ${XV}u;
 const P: u32 = ${P}u;
 const PF: u32 = ${PER * (NB / LANES)}u;
-const SPIN_CAP: u32 = ${SPIN_CAP}u;
 
-fn grid_barrier(t: u32, arrivals: u32) {
-  storageBarrier();
-  workgroupBarrier();
-  if (t == 0u) {
-    atomicAdd(&counters[0], 1u);
-    var n = 0u;
-    loop {
-      if (atomicLoad(&counters[0]) >= arrivals || atomicLoad(&counters[2]) != 0u) {
-        break;
-      }
-      n++;
-      if (n >= SPIN_CAP) {
-        atomicAdd(&counters[2], 1u);
-        break;
-      }
-    }
-  }
-  workgroupBarrier();
-  storageBarrier();
-}
+${gridBarrierWgsl(SPIN_CAP)}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
@@ -137,31 +117,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
 const counters = device.createBuffer({ size: 16, usage: S | CD | CS });
 const sink = device.createBuffer({ size: 16, usage: S });
 const readCounters = device.createBuffer({ size: 16, usage: MR | CD });
-const qs = hasTs ? device.createQuerySet({ type: 'timestamp', count: 2 }) : null;
-const res = hasTs ? device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | CS }) : null;
-const tsRead = hasTs ? device.createBuffer({ size: 16, usage: MR | CD }) : null;
 
-// one pass of `record(pass)`; µs (timestamps, else wall clock) and the timed-out waits
+// one pass of `record(pass)`: its µs and the timed-out waits it counted
 async function timed(record) {
   device.queue.writeBuffer(counters, 0, new Uint32Array(4));
-  const e = device.createCommandEncoder();
-  const t0 = performance.now();
-  const pass = e.beginComputePass(hasTs ? { timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0,
-    endOfPassWriteIndex: 1 } } : undefined);
-  record(pass);
-  pass.end();
-  if (hasTs) { e.resolveQuerySet(qs, 0, 2, res, 0); e.copyBufferToBuffer(res, 0, tsRead, 0, 16); }
-  e.copyBufferToBuffer(counters, 0, readCounters, 0, 16);
-  device.queue.submit([e.finish()]);
+  const us = await passUs(record, (e) => e.copyBufferToBuffer(counters, 0, readCounters, 0, 16));
   await readCounters.mapAsync(GPUMapMode.READ);
   const timeouts = new Uint32Array(readCounters.getMappedRange().slice(0))[2];
   readCounters.unmap();
-  let us = (performance.now() - t0) * 1e3;
-  if (hasTs) {
-    await tsRead.mapAsync(GPUMapMode.READ);
-    const t = new BigUint64Array(tsRead.getMappedRange().slice(0)); tsRead.unmap();
-    us = Number(t[1] - t[0]) / 1e3;
-  }
   return { us, timeouts };
 }
 
