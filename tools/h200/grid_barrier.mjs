@@ -7,7 +7,8 @@
 // at the same time. So every wait here gives up after a bounded spin (the whole dispatch then stops waiting), and the
 // figures say, for this GPU and driver, how often a read saw a stale value and whether a barrier ever timed out.
 //   DAWN_NODE=path/dawn.node node tools/h200/grid_barrier.mjs [--tiny]
-// Per (workgroups, mode): µs per barrier (the slope between dispatches of few and many phases), stale reads out of
+// First the adapter's limits that bound one kernel holding a whole layer (its buffers in one shader stage). Then per
+// (workgroups, mode): µs per barrier (the slope between dispatches of few and many phases), stale reads out of
 // the reads made, timed-out barriers. Modes: "plain" (each workgroup stores its value with a plain store and reads
 // another's with a plain load) and "atomic" (atomicStore / atomicLoad). A plain store read by an atomic load would
 // need one buffer at two writable bindings, which WebGPU refuses. Then the streaming phases (below): µs per phase of
@@ -15,8 +16,13 @@
 // loads issued before its barrier.
 import { dawnDevice, gpuTools, gridBarrierWgsl, med } from './gpu_timing.mjs';
 
-const { device, hasTs } = await dawnDevice();
+const { adapter, device, hasTs } = await dawnDevice();
 const { passUs } = gpuTools(device, hasTs);
+// what one kernel holding a whole layer would need from the adapter: its buffers in one shader stage, its storage
+console.log(JSON.stringify({ adapter_limits: Object.fromEntries(['maxStorageBuffersPerShaderStage',
+  'maxUniformBuffersPerShaderStage', 'maxBindingsPerBindGroup', 'maxStorageBufferBindingSize',
+  'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupsPerDimension']
+  .map((k) => [k, adapter.limits[k]])) }));
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
