@@ -4,7 +4,8 @@
 # ratios measured in one run mean anything; the back-to-back replay figure is the steadiest).
 #   bash .gpu-carry/ab.sh LAYERS A B [PAIRS] [C ...]       e.g. bash .gpu-carry/ab.sh 8 old new 2
 # (a number among the names is PAIRS, default 2).
-# Outputs go to $OUT (the device tool's folder) when set, else to the current folder.
+# Outputs go to $OUT (the device tool's folder) when set, else to the current folder, and are then packed into one
+# archive there, ab.tgz (the device tool brings back only a few files per call).
 set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s]"; }
 L=$1; shift; PAIRS=2; NAMES=(); DEST=${OUT:-$PWD}
@@ -23,3 +24,5 @@ bench() {  # snapshot, output name, extra bench flags
 }
 for n in "${NAMES[@]}"; do bench "$n" "prof_$n" --json-out "$DEST/prof_$n.json"; done
 for r in $(seq "$PAIRS"); do for n in "${NAMES[@]}"; do bench "$n" "ab${r}_$n" --no-profile --decode 128; done; done
+(cd "$DEST" && tar czf ab.tgz --remove-files prof_*.txt prof_*.json ab[0-9]*_*.txt $( [ -f gen.log ] && echo gen.log ))
+echo "$(el) kept: $DEST/ab.tgz"
