@@ -286,16 +286,18 @@ def table(raw: dict, d: dict) -> str:
 
 
 def _kernel_costs(costs: dict) -> list:
-    """The in-pass kernel costs (py_engine/bench/kernel_costs.py): what the token's list loses per kernel kind
-    swapped for empty dispatches of its grid, and the floor of launches and barriers alone."""
+    """The in-pass kernel costs (py_engine/bench/kernel_costs.py): the GPU's time for the token's list in its own
+    pass, what it loses per kernel kind swapped for empty dispatches of its grid, and the floor of launches and
+    barriers alone."""
     if not costs.get("available"):
         return []
     full, floor = costs["full_us"], costs["floor_us"]
+    clock = "GPU timestamps" if costs.get("clock") == "timestamps" else "wall clock"
     lines = ["",
-             f"in-pass cost per kernel kind      the list back to back {full:,.1f} us/token (its encode + submit loop "
-             f"{costs['full_cpu_us']:,.1f}); launches + barriers alone {floor:,.1f} (loop {costs['floor_cpu_us']:,.1f})",
-             f"  ({costs['rounds']} rounds of {costs['replays']} replays per variant; each kind swapped for empty "
-             "dispatches of its grid)",
+             f"in-pass cost per kernel kind      the list {full:,.1f} us/token on the GPU ({clock}; encoding it "
+             f"{costs['encode_us']:,.1f} on the CPU); launches + barriers alone {floor:,.1f}",
+             f"  ({costs['rounds']} rounds of {costs['replays']} replays in one command buffer per variant; each kind "
+             "swapped for empty dispatches of its grid)",
              f"  {'kernel':38}{'dispatches':>11}{'us/token':>11}{'share':>8}"]
     for k in costs["kinds"][:14]:
         share = k["us"] / (full - floor) if full > floor else 0.0

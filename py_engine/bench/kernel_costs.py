@@ -1,31 +1,69 @@
-"""What each kernel kind costs inside the token's own command stream: the recorded list replayed back to back as
-decode submits it (one pass, no timestamps), then with every dispatch of one kind swapped for an empty dispatch of
-the same grid (shaders/bench_empty.wgsl: its launch and Dawn's barrier kept, its work gone), and with every dispatch
-swapped (the floor: launches and barriers alone). A kind's cost is the full list's time minus its variant's.
+"""What each kernel kind costs inside the token's own command stream. The recorded list is encoded N times into one
+command buffer, as decode records it (its passes, Dawn's barriers), and submitted once, so the host cannot pace it;
+the GPU's time for the N replays comes from timestamps around them (the wall clock from submit to done where the
+device has none). Then every dispatch of one kind is swapped for an empty dispatch of the same grid
+(shaders/bench_empty.wgsl: its launch and Dawn's barrier kept, its work gone), and last every dispatch (the floor:
+launches and barriers alone). A kind's cost is the full list's time minus its variant's.
 
 The timestamp profile (dispatch_profile.py) puts each dispatch in a pass of its own, which adds time per kernel and
-keeps consecutive kernels from overlapping; this measures the marginal cost where the decode spends it. A swapped
-kind leaves its outputs as the last full replay wrote them (the same token at the same position), so the kernels
-after it read the values they would have. The embedding is never swapped: the residual stream it resets would then
-grow with every replay. Variants are timed in turns over several rounds; each figure is the median of its rounds.
+keeps consecutive kernels from overlapping; this measures the marginal cost where the decode spends it, and the
+full list's figure is the GPU's own time per token. A swapped kind leaves its outputs as the last full replay wrote
+them (the same token at the same position), so the kernels after it read the values they would have. The embedding
+is never swapped: the residual stream it resets would then grow with every replay. Variants are timed in turns over
+several rounds; each figure is the median of its rounds.
 """
 import struct
-import time
 
-from ..gpu.buffers import STORAGE, create_buffer, write_buffer
+from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, STORAGE, create_buffer, write_buffer
 from ..gpu.commands import helper
-from .dispatch_profile import kernel_kind
+from .dispatch_profile import QUERY_RESOLVE, kernel_kind
 from .stream_read import median
 
 KEPT_KINDS = ("inp_embd",)  # swapping it would let the residual stream grow with each replay
 
+_SPAN_JS = r"""
+({
+  // `ops` recorded n times into one command buffer between two empty passes that write timestamps (querySet null:
+  // none), submitted once; resolves to [GPU µs (0 without timestamps), wall µs from submit to done, encode µs].
+  async span(device, replay, ops, n, querySet, resolveBuf, readBuf) {
+    const t0 = performance.now();
+    const enc = device.createCommandEncoder();
+    if (querySet !== null) {
+      enc.beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: 0 } }).end();
+    }
+    for (let i = 0; i < n; i++) replay.record(enc, ops);
+    if (querySet !== null) {
+      enc.beginComputePass({ timestampWrites: { querySet, endOfPassWriteIndex: 1 } }).end();
+      enc.resolveQuerySet(querySet, 0, 2, resolveBuf, 0);
+      enc.copyBufferToBuffer(resolveBuf, 0, readBuf, 0, 16);
+    }
+    const cb = enc.finish();
+    const t1 = performance.now();
+    device.queue.submit([cb]);
+    let gpu = 0;
+    if (querySet !== null) {
+      await readBuf.mapAsync(GPUMapMode.READ);
+      const t = new BigInt64Array(readBuf.getMappedRange(0, 16)).slice();
+      readBuf.unmap();
+      gpu = Number(t[1] - t[0]) / 1e3;
+    } else {
+      await device.queue.onSubmittedWorkDone();
+    }
+    return [gpu, (performance.now() - t1) * 1e3, (t1 - t0) * 1e3];
+  },
+})
+"""
+
 
 async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
-    """{"available": True, "full_us", "floor_us" (µs per token), "full_cpu_us", "floor_cpu_us" (of which the
-    encode + submit loop), "replays", "rounds", "kept", "kinds": [{"kind", "dispatches", "us"}, ...] (largest
-    first)}. Moves the KV cache's row at the last position and the recurrent state: run it after the timed
+    """{"available": True, "clock": "timestamps" | "wall", "full_us", "floor_us" (µs per token), "encode_us" (the
+    full list's encoding per token, CPU), "replays", "rounds", "kept", "kinds": [{"kind", "dispatches", "us"}, ...]
+    (largest first)}. Moves the KV cache's row at the last position and the recurrent state: run it after the timed
     phases."""
     import js  # Pyodide's: this module runs in the engine only
+    from pyodide.code import run_js
+
+    from ..gpu.jsutil import js_object
 
     gpu = dec.gpu
     ops = dec.dl.ops
@@ -52,33 +90,36 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
         if k not in KEPT_KINDS:
             variants[k] = variant(lambda kind, k=k: kind == k)
 
+    stamped = "timestamp-query" in gpu.features
+    qs = gpu.device.createQuerySet(js_object({"type": "timestamp", "count": 2})) if stamped else None
+    resolve = create_buffer(gpu, 16, QUERY_RESOLVE | COPY_SRC, "kernel_costs_resolve") if stamped else None
+    read = create_buffer(gpu, 16, MAP_READ | COPY_DST, "kernel_costs_read") if stamped else None
+    span = run_js(_SPAN_JS)
     h, dev = helper(), gpu.device
     pos = max(dec.pos - 1, 0)
     write_buffer(gpu, dec.step_buf, 0, struct.pack("<4I", 0, pos, pos + 1, 0))
     times = {name: [] for name in variants}
-    loops = {name: [] for name in variants}  # the encode + submit loop alone: near the whole, the host paces
+    encode = []
     try:
         for _ in range(rounds):
             for name, v in variants.items():
-                h.replay(dev, v)  # untimed: the variant's first replay after another one
-                await dev.queue.onSubmittedWorkDone()
-                t0 = time.perf_counter()
-                for _ in range(replays):
-                    h.replay(dev, v)
-                t1 = time.perf_counter()
-                await dev.queue.onSubmittedWorkDone()
-                times[name].append((time.perf_counter() - t0) / replays * 1e6)
-                loops[name].append((t1 - t0) / replays * 1e6)
-        h.replay(dev, ops)  # leave every buffer as the full list writes it
-        await dev.queue.onSubmittedWorkDone()
+                await span.span(dev, h, v, 1, qs, resolve, read)  # untimed: the variant's first after another
+                gpu_us, wall_us, enc_us = (float(x) for x in await span.span(dev, h, v, replays, qs, resolve, read))
+                times[name].append((gpu_us if stamped else wall_us) / replays)
+                if name == "full":
+                    encode.append(enc_us / replays)
+        await span.span(dev, h, ops, 1, qs, resolve, read)  # leave every buffer as the full list writes it
     finally:
         sink.destroy()
+        for b in (qs, resolve, read):
+            if b is not None:
+                b.destroy()
     us = {name: median(t) for name, t in times.items()}
     table = sorted(({"kind": k, "dispatches": n, "us": round(us["full"] - us[k], 2)}
                     for k, n in kinds.items() if k in us), key=lambda r: -r["us"])
-    return {"available": True, "full_us": round(us["full"], 2), "floor_us": round(us["floor"], 2),
-            "full_cpu_us": round(median(loops["full"]), 2), "floor_cpu_us": round(median(loops["floor"]), 2),
-            "replays": replays, "rounds": rounds, "kept": [k for k in KEPT_KINDS if k in kinds], "kinds": table}
+    return {"available": True, "clock": "timestamps" if stamped else "wall", "full_us": round(us["full"], 2),
+            "floor_us": round(us["floor"], 2), "encode_us": round(median(encode), 2), "replays": replays,
+            "rounds": rounds, "kept": [k for k in KEPT_KINDS if k in kinds], "kinds": table}
 
 
 __all__ = ["measure", "KEPT_KINDS"]
