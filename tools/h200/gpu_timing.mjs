@@ -39,6 +39,16 @@ export async function dawnDevice(limits = []) {
   return { adapter, device, hasTs };
 }
 
+// The engine's launch of a matvec-layout product of `rows` rows of nb blocks on a GPU adapter (py_engine/gpu/kernels.py
+// matvec_lanes, matvec_rows_per_group): lanes per row, rows per lane group (at most maxRows), workgroups.
+export function matvecLaunch(rows, nb, maxRows = 4) {
+  let lanes = 1;
+  while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
+  while (lanes * 2 <= Math.min(nb, 64) && (rows * lanes) / 64 < 264) lanes *= 2;
+  const per = Math.min(maxRows, (rows * lanes) / 64 / 4 >= 256 ? 4 : 1);
+  return { lanes, per, groups: Math.ceil(rows / ((64 / lanes) * per)) };
+}
+
 export const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
 
 export function rng(seed) {
@@ -114,6 +124,19 @@ export function gpuTools(device, hasTs) {
     return Number(t[1] - t[0]) / 1e3;
   }
 
+  // passUs with `counters` (a 16-byte buffer of four u32 the pass counts into) zeroed before and read back after:
+  // { us, counts }
+  let countsRead = null;
+  async function countedPassUs(counters, record) {
+    countsRead ??= device.createBuffer({ size: 16, usage: MR | CD });
+    device.queue.writeBuffer(counters, 0, new Uint32Array(4));
+    const us = await passUs(record, (e) => e.copyBufferToBuffer(counters, 0, countsRead, 0, 16));
+    await countsRead.mapAsync(GPUMapMode.READ);
+    const counts = new Uint32Array(countsRead.getMappedRange().slice(0));
+    countsRead.unmap();
+    return { us, counts };
+  }
+
   // the median of passUs(record) over repeats (with timestamps the first, which warms the caches, not counted)
   async function medianPassUs(record) {
     const out = [];
@@ -149,5 +172,5 @@ export function gpuTools(device, hasTs) {
     return { pipe, bg };
   }
 
-  return { mkbuf, time, passUs, medianPassUs, readback, bound };
+  return { mkbuf, time, passUs, countedPassUs, medianPassUs, readback, bound };
 }

@@ -17,7 +17,7 @@
 import { dawnDevice, gpuTools, gridBarrierWgsl, med } from './gpu_timing.mjs';
 
 const { adapter, device, hasTs } = await dawnDevice();
-const { passUs } = gpuTools(device, hasTs);
+const { countedPassUs } = gpuTools(device, hasTs);
 // what one kernel holding a whole layer would need from the adapter: its buffers in one shader stage, its storage
 console.log(JSON.stringify({ adapter_limits: Object.fromEntries(['maxStorageBuffersPerShaderStage',
   'maxUniformBuffersPerShaderStage', 'maxBindingsPerBindGroup', 'maxStorageBufferBindingSize',
@@ -25,7 +25,7 @@ console.log(JSON.stringify({ adapter_limits: Object.fromEntries(['maxStorageBuff
   .map((k) => [k, adapter.limits[k]])) }));
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
-const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
+const U = GPUBufferUsage.UNIFORM;
 // a CPU adapter runs a workgroup to its end before it starts another one: only a grid of one can meet there
 const GRIDS = tiny ? [1] : [132, 264, 528, 1056, 2112];
 const PHASES = tiny ? [2, 20] : [10, 1010];
@@ -83,15 +83,10 @@ const maxGrid = Math.max(...GRIDS);
 const counters = device.createBuffer({ size: 16, usage: S | CD | CS });
 const plain = device.createBuffer({ size: 8 * maxGrid, usage: S });
 const slots = device.createBuffer({ size: 8 * maxGrid, usage: S });
-const read = device.createBuffer({ size: 16, usage: MR | CD });
 
 // µs of one pass that record(pass) fills, and the counters it left
 async function counted(record) {
-  device.queue.writeBuffer(counters, 0, new Uint32Array(4));
-  const us = await passUs(record, (e) => e.copyBufferToBuffer(counters, 0, read, 0, 16));
-  await read.mapAsync(GPUMapMode.READ);
-  const [arrivals, stale, timeouts, reads] = new Uint32Array(read.getMappedRange().slice(0));
-  read.unmap();
+  const { us, counts: [arrivals, stale, timeouts, reads] } = await countedPassUs(counters, record);
   return { us, arrivals, stale, timeouts, reads };
 }
 

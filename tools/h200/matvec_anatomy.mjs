@@ -12,7 +12,7 @@
 //   DAWN_NODE=path/dawn.node node tools/h200/matvec_anatomy.mjs [--tiny]
 // Prints one JSON line per (kernel, form, launch): µs per dispatch (R back-to-back dispatches in one pass, each
 // reading what the one before wrote as the decode's do, median of repeats).
-import { assemble, dawnDevice, gpuTools, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, matvecLaunch, rng } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
 const tiny = process.argv.includes('--tiny');
@@ -48,15 +48,6 @@ const paramsInCode = (code, values) => {
   for (const [field, literal] of Object.entries(values)) out = out.split(`p.${field}`).join(literal);
   return edit(out, '@group(0) @binding(0) var<uniform> p: Params;', '');
 };
-
-// the engine's lane count and rows per lane group (py_engine/gpu/kernels.py matvec_lanes, matvec_rows_per_group)
-function launch(rows, nb) {
-  let lanes = 1;
-  while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
-  while (lanes * 2 <= Math.min(nb, 64) && (rows * lanes) / 64 < 264) lanes *= 2;
-  const per = (rows * lanes) / 64 / 4 >= 256 ? 4 : 1;
-  return { lanes, per, groups: Math.ceil(rows / ((64 / lanes) * per)) };
-}
 
 // R dispatches in one pass, dispatch i on bind group i % bgs.length (each after a dispatch of `pre` where given);
 // µs per dispatch (or pair), median of repeats
@@ -100,7 +91,7 @@ const shapes = tiny ? [['norm fused', 512, 256, 'rms'], ['plain', 128, 512, 'non
   : [['DeltaNet input, norm fused', 12352, 2048, 'rms'], ['ssm_out shape, plain', 2048, 4096, 'none']];
 let warmed = false;
 for (const [label, rows, cols, norm] of shapes) {
-  const nb = cols / 32, { lanes, per, groups } = launch(rows, nb), blocks = rows * nb;
+  const nb = cols / 32, { lanes, per, groups } = matvecLaunch(rows, nb), blocks = rows * nb;
   const eps = new Float32Array([1e-6]);
   // the weights: one random matrix, copied on the GPU into as many buffers as the cold reads need
   const codes0 = mkbuf(words(blocks * 8), S | CD | CS), scales0 = mkbuf(scales(blocks), S | CD | CS);

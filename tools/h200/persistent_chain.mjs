@@ -16,23 +16,18 @@
 //   DAWN_NODE=path/dawn.node node tools/h200/persistent_chain.mjs [--tiny]
 // Prints per form µs per product (the slope between chains of 2 and P products), whether its outputs match, and
 // timed-out waits.
-import { assemble, dawnDevice, gpuTools, gridBarrierWgsl, med, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, gridBarrierWgsl, matvecLaunch, med, rng } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
-const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
-const { mkbuf, readback, passUs } = gpuTools(device, hasTs);
+const U = GPUBufferUsage.UNIFORM;
+const { mkbuf, readback, countedPassUs } = gpuTools(device, hasTs);
 const r = rng(41);
 
 const [ROWS_N, COLS, P] = tiny ? [256, 256, 4] : [12352, 2048, 12];
 const NB = COLS / 32;
-// the engine's launch for this product (kernels.py matvec_lanes, matvec_rows_per_group)
-let LANES = 1;
-while (LANES * 2 <= Math.min(NB, 16)) LANES *= 2;
-while (LANES * 2 <= Math.min(NB, 64) && (ROWS_N * LANES) / 64 < 264) LANES *= 2;
-const PER = (ROWS_N * LANES) / 64 / 4 >= 256 ? 4 : 1;
-const TILES = Math.ceil(ROWS_N / ((64 / LANES) * PER));
+const { lanes: LANES, per: PER, groups: TILES } = matvecLaunch(ROWS_N, NB);   // the engine's launch
 const XV = Math.ceil(ROWS_N / 4 / 16) * 16;   // vec4 per activation (256-byte aligned)
 const GRIDS = tiny ? [1] : [264, 528, TILES];
 const SPIN_CAP = 1 << 20;
@@ -116,16 +111,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
 
 const counters = device.createBuffer({ size: 16, usage: S | CD | CS });
 const sink = device.createBuffer({ size: 16, usage: S });
-const readCounters = device.createBuffer({ size: 16, usage: MR | CD });
 
 // one pass of `record(pass)`: its µs and the timed-out waits it counted
 async function timed(record) {
-  device.queue.writeBuffer(counters, 0, new Uint32Array(4));
-  const us = await passUs(record, (e) => e.copyBufferToBuffer(counters, 0, readCounters, 0, 16));
-  await readCounters.mapAsync(GPUMapMode.READ);
-  const timeouts = new Uint32Array(readCounters.getMappedRange().slice(0))[2];
-  readCounters.unmap();
-  return { us, timeouts };
+  const { us, counts } = await countedPassUs(counters, record);
+  return { us, timeouts: counts[2] };
 }
 
 // µs per product: the slope between chains of 2 and P products (median of 5 each, after one untimed)

@@ -10,7 +10,7 @@
 // Prints one JSON line per (kernel, workgroups): µs per dispatch (back-to-back dispatches in one pass, median of
 // repeats); per kernel whether its outputs are the engine form's; then per kernel the workgroups where the time first
 // rose by a quarter or more.
-import { assemble, dawnDevice, gpuTools, rng } from './gpu_timing.mjs';
+import { assemble, dawnDevice, gpuTools, matvecLaunch as launch, rng } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);
 const tiny = process.argv.includes('--tiny');
@@ -31,15 +31,6 @@ function edit(code, from, to) {
 // same additions in the same order
 const blocksPerStep = (code, n) => edit(code, 'const BLOCKS_PER_STEP: u32 = select(1u, 4u, ROWS == 1u);',
   `const BLOCKS_PER_STEP: u32 = ${n}u;`);
-
-// the engine's lane count and rows per lane group (py_engine/gpu/kernels.py matvec_lanes, matvec_rows_per_group)
-function launch(rows, nb, maxRows = 4) {
-  let lanes = 1;
-  while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
-  while (lanes * 2 <= Math.min(nb, 64) && (rows * lanes) / 64 < 264) lanes *= 2;
-  const per = Math.min(maxRows, (rows * lanes) / 64 / 4 >= 256 ? 4 : 1);
-  return { lanes, per, groups: Math.ceil(rows / ((64 / lanes) * per)) };
-}
 
 const kernels = [];
 const OLD_STAGING = 256;   // the blocks every pipeline staged before its staging was sized to its own
