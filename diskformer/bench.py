@@ -330,8 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "repetitions; prefill tok/s is their mean)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profiles")
     ap.add_argument("--cost-replays", type=int, default=20,
-                    help="with the profile: back-to-back replays timed per variant of the in-pass kernel costs "
-                         "(each kernel kind swapped for empty dispatches; default 20, 0: skip them)")
+                    help="with the profile: replays of the token's list per command buffer, timed on the GPU, for "
+                         "each variant of the in-pass kernel costs (each kernel kind swapped for empty dispatches; "
+                         "default 20, 0: skip them)")
     ap.add_argument("--step-by-step", action="store_true",
                     help="resident decode reads each step back before encoding the next (default: greedy steps "
                          "queued one ahead, as generation runs them)")

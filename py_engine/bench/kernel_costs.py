@@ -13,6 +13,7 @@ is never swapped: the residual stream it resets would then grow with every repla
 several rounds; each figure is the median of its rounds.
 """
 import struct
+from collections import Counter
 
 from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, STORAGE, create_buffer, write_buffer
 from ..gpu.commands import helper
@@ -81,10 +82,7 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
                 out.push(op)
         return out
 
-    kinds = {}
-    for op, label in zip(ops, labels):
-        if op[0] == 0:
-            kinds[kernel_kind(label)] = kinds.get(kernel_kind(label), 0) + 1
+    kinds = Counter(kernel_kind(label) for op, label in zip(ops, labels) if op[0] == 0)  # dispatches per kind
     variants = {"full": ops, "floor": variant(lambda k: True)}
     for k in kinds:
         if k not in KEPT_KINDS:
