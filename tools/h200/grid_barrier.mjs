@@ -16,7 +16,7 @@
 // loads issued before its barrier.
 import { dawnDevice, gpuTools, gridBarrierWgsl, med } from './gpu_timing.mjs';
 
-const { adapter, device, hasTs } = await dawnDevice();
+const { adapter, device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize']);   // the streaming phases bind 256 MB
 const { countedPassUs } = gpuTools(device, hasTs);
 // what one kernel holding a whole layer would need from the adapter: its buffers in one shader stage, its storage
 console.log(JSON.stringify({ adapter_limits: Object.fromEntries(['maxStorageBuffersPerShaderStage',
