@@ -5,10 +5,10 @@
 // moe_route_gate_up.wgsl stored them there). The shared expert is slot p.shared_slot of the same pool (stacked
 // after the routed experts at load), g = sigmoid(route[p.gate_at]) (its gate's logit: the router's last row).
 // act (binding 1) holds a_0 .. a_{k-1} (n_ff values each), then a_shared.
-// Each (row, expert) dot is moe_matvec.wgsl's (row_reduce4's rows_partial, summed by its group_sum's tree) and
-// the routed sums are added in moe_combine.wgsl's order, so without a shared expert the result has the bits of
-// those two dispatches (at the same lane count). Every workgroup stages all the experts' activations (quantised per
-// 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
+// Each (row, expert) dot adds the same blocks in the same order as moe_matvec.wgsl's (row_reduce4's rows_partial,
+// summed by its group_sum's tree) and the routed sums are added in moe_combine.wgsl's order, so without a shared
+// expert the result has the bits of those two dispatches (at the same lane count). Every workgroup stages all the
+// experts' activations (quantised per 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
 struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, shared_slot: u32, gate_at: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: a_0 .. a_{k-1} | a_shared
@@ -38,16 +38,32 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       h_old[i] = h[min(row0 + i, p.rows - 1u)];
     }
   }
+  // every expert's slot first: N_E independent loads in flight together
+  var slots: array<u32, N_E>;
+  for (var e = 0u; e < N_E; e++) {
+    var slot = p.shared_slot;
+    if (e < p.k) {
+      slot = slot_map[p.map_base + route[p.ids_base + e]];
+    }
+    slots[e] = slot;
+  }
   stage_x(t, 64u, 0u, N_E * p.nb);
   if (row0 < p.rows) {
-    for (var e = 0u; e < N_E; e++) {
-      var slot = p.shared_slot;
-      if (e < p.k) {
-        slot = slot_map[p.map_base + route[p.ids_base + e]];
+    // The experts inside the lane's block loop (constant trip counts, unrolled): each step's N_E · ROWS block
+    // loads are independent, so they are in flight together instead of one expert's round trip after another's
+    // (on the H200 the 8 dispatches took 114-115 -> 91 µs per token in the decode's pass: docs/benchmarks.md,
+    // sixteenth round). Each (expert, row) still adds its blocks in rows_partial's order: the same sums.
+    var acc: array<vec4<f32>, N_E>;
+    for (var b = lane; b < p.nb; b += LANES) {
+      for (var e = 0u; e < N_E; e++) {
+        for (var i = 0u; i < ROWS; i++) {
+          acc[e][i] += block_dot_q((slots[e] * p.rows + min(row0 + i, p.rows - 1u)) * p.nb + b, e * p.nb + b);
+        }
       }
-      let acc = rows_partial_at(row0, lane, slot * p.rows, p.rows, p.nb, e * p.nb);
+    }
+    for (var e = 0u; e < N_E; e++) {
       for (var i = 0u; i < ROWS; i++) {
-        red[(e * ROWS + i) * 64u + t] = acc[i];
+        red[(e * ROWS + i) * 64u + t] = acc[e][i];
       }
     }
   }
