@@ -24,7 +24,6 @@ const ROWS: u32 = {{ROWS}}u;          // rows per lane group
 const SHARED: bool = {{SHARED}};
 const N_E: u32 = {{N_E}}u;            // the experts summed: p.k, + 1 with SHARED
 var<workgroup> red: array<f32, 64u * N_E * ROWS>;   // [expert][row][lane] partials, summed in place
-#include "row_reduce4.wgsl"
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
@@ -68,7 +67,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
   }
   workgroupBarrier();
-  // row_reduce4's group_sum tree (two levels per barrier), for every (expert, row) at once
+  // the tree of group_sum4.wgsl's group_sum (two levels per barrier), for every (expert, row) at once
   var s = LANES / 2u;
   for (; s > 1u; s >>= 2u) {
     let h = s / 2u;

@@ -12,22 +12,16 @@
 const BLOCKS_PER_STEP: u32 = select(1u, 4u, ROWS == 1u);
 
 fn rows_partial(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32> {
-  return rows_partial_at(row0, lane, base, rows, nb, 0u);
-}
-
-// The same against the staged activations from block xb on (a product over several staged inputs, such as
-// moe_down_combine.wgsl's experts).
-fn rows_partial_at(row0: u32, lane: u32, base: u32, rows: u32, nb: u32, xb: u32) -> vec4<f32> {
   var acc = vec4<f32>(0.0);
   if (row0 < rows) {
     var b = lane;
     for (; BLOCKS_PER_STEP == 4u && b + 3u * LANES < nb; b += 4u * LANES) {
       for (var i = 0u; i < ROWS; i++) {
         let blk = (base + min(row0 + i, rows - 1u)) * nb + b;
-        let d0 = block_dot_q(blk, xb + b);
-        let d1 = block_dot_q(blk + LANES, xb + b + LANES);
-        let d2 = block_dot_q(blk + 2u * LANES, xb + b + 2u * LANES);
-        let d3 = block_dot_q(blk + 3u * LANES, xb + b + 3u * LANES);
+        let d0 = block_dot_q(blk, b);
+        let d1 = block_dot_q(blk + LANES, b + LANES);
+        let d2 = block_dot_q(blk + 2u * LANES, b + 2u * LANES);
+        let d3 = block_dot_q(blk + 3u * LANES, b + 3u * LANES);
         acc[i] += d0;
         acc[i] += d1;
         acc[i] += d2;
@@ -36,7 +30,7 @@ fn rows_partial_at(row0: u32, lane: u32, base: u32, rows: u32, nb: u32, xb: u32)
     }
     for (; b < nb; b += LANES) {
       for (var i = 0u; i < ROWS; i++) {
-        acc[i] += block_dot_q((base + min(row0 + i, rows - 1u)) * nb + b, xb + b);
+        acc[i] += block_dot_q((base + min(row0 + i, rows - 1u)) * nb + b, b);
       }
     }
   }
