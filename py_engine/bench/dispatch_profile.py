@@ -44,6 +44,17 @@ _PROFILE_JS = r"""
 """
 
 
+def timestamp_queries(gpu, count: int, name: str) -> tuple:
+    """A timestamp query set of `count` queries, the buffer its resolve writes (8 bytes a query) and the one mapped to
+    read that back; the caller destroys all three."""
+    from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, create_buffer
+    from ..gpu.jsutil import js_object
+
+    qs = gpu.device.createQuerySet(js_object({"type": "timestamp", "count": count}))
+    return (qs, create_buffer(gpu, 8 * count, QUERY_RESOLVE | COPY_SRC, f"{name}_resolve"),
+            create_buffer(gpu, 8 * count, MAP_READ | COPY_DST, f"{name}_read"))
+
+
 def kernel_kind(label: str) -> str:
     """'Qcur-3' -> 'Qcur', 'ffn_moe_up-1@0' -> 'ffn_moe_up': a dispatch's label without its layer number (and
     the pool buffer a streamed expert product reads)."""
@@ -71,27 +82,21 @@ async def profile_list(gpu, dl, uniform, words, repeats: int) -> dict:
     first warms caches); per kernel kind: dispatches, median GPU µs; plus the busy sum and the span."""
     from pyodide.code import run_js  # imported here: kernel_kind is used outside Pyodide too
 
-    from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, create_buffer
-    from ..gpu.jsutil import js_object
-
     if "timestamp-query" not in gpu.features:
         return {"available": False, "reason": "the device has no 'timestamp-query' feature"}
     labels = [lab for lab, op in zip(dl.labels, dl.ops) if op[0] == 0]
     n = len(labels)
     if 2 * n > MAX_QUERIES:
         return {"available": False, "reason": f"{n} dispatches exceed one query set ({MAX_QUERIES // 2})"}
-    qs = gpu.device.createQuerySet(js_object({"type": "timestamp", "count": 2 * n}))
-    resolve = create_buffer(gpu, 16 * n, QUERY_RESOLVE | COPY_SRC, "profile_resolve")
-    read = create_buffer(gpu, 16 * n, MAP_READ | COPY_DST, "profile_read")
+    qs, resolve, read = timestamp_queries(gpu, 2 * n, "profile")
     helper = run_js(_PROFILE_JS)
     runs = []
     try:
         for _ in range(repeats + 1):
             runs.append([float(x) for x in await helper.run(gpu.device, uniform, words, dl.ops, qs, resolve, read)])
     finally:
-        qs.destroy()
-        resolve.destroy()
-        read.destroy()
+        for b in (qs, resolve, read):
+            b.destroy()
     runs = runs[1:]
     per_dispatch = [median([r[i] for r in runs]) for i in range(n)]
     span = median([r[n] for r in runs])

@@ -15,9 +15,9 @@ several rounds; each figure is the median of its rounds.
 import struct
 from collections import Counter
 
-from ..gpu.buffers import COPY_DST, COPY_SRC, MAP_READ, STORAGE, create_buffer, write_buffer
+from ..gpu.buffers import STORAGE, create_buffer, write_buffer
 from ..gpu.commands import helper
-from .dispatch_profile import QUERY_RESOLVE, kernel_kind
+from .dispatch_profile import kernel_kind, timestamp_queries
 from .stream_read import median
 
 KEPT_KINDS = ("inp_embd",)  # swapping it would let the residual stream grow with each replay
@@ -64,8 +64,6 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
     import js  # Pyodide's: this module runs in the engine only
     from pyodide.code import run_js
 
-    from ..gpu.jsutil import js_object
-
     gpu = dec.gpu
     ops = dec.dl.ops
     labels = dec.dl.labels
@@ -89,9 +87,7 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
             variants[k] = variant(lambda kind, k=k: kind == k)
 
     stamped = "timestamp-query" in gpu.features
-    qs = gpu.device.createQuerySet(js_object({"type": "timestamp", "count": 2})) if stamped else None
-    resolve = create_buffer(gpu, 16, QUERY_RESOLVE | COPY_SRC, "kernel_costs_resolve") if stamped else None
-    read = create_buffer(gpu, 16, MAP_READ | COPY_DST, "kernel_costs_read") if stamped else None
+    qs, resolve, read = timestamp_queries(gpu, 2, "kernel_costs") if stamped else (None, None, None)
     span = run_js(_SPAN_JS)
     h, dev = helper(), gpu.device
     pos = max(dec.pos - 1, 0)
