@@ -273,6 +273,7 @@ def table(raw: dict, d: dict) -> str:
         if "encode_only_us_per_token" in rate:
             lines.append(f"  the same list encoded, never submitted {rate['encode_only_us_per_token']:,.1f} us/token "
                          "(the WebGPU calls and their validation alone)")
+    lines += _step_passes(raw.get("step_passes") or {})
     lines += _kernel_costs(raw.get("kernel_costs") or {})
     pp = raw.get("prefill_profile") or {}
     if pp.get("available"):
@@ -283,6 +284,17 @@ def table(raw: dict, d: dict) -> str:
         for k in pp["kinds"][:12]:
             lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
     return "\n".join(lines + streaming_table(raw, d))
+
+
+def _step_passes(sp: dict) -> list:
+    """Queued greedy steps timed on the GPU (py_engine/bench/timing.py step_passes): each token's pass, and the GPU's
+    gap between one token's pass and the next's."""
+    if not sp.get("available"):
+        return []
+    one = "" if sp["passes_per_token"] == 1 else f" (the first of its {sp['passes_per_token']} passes)"
+    return [f"queued steps on the GPU            the token's pass{one} {sp['pass_us_median']:,.1f} us, then "
+            f"{sp['gap_us_median']:,.1f} us (p90 {sp['gap_us_p90']:,.1f}) to the next's; a step every "
+            f"{sp['period_us_median']:,.1f} us (median of {sp['steps']}; wall {1e3 * sp['step_ms_median']:,.1f})"]
 
 
 def _kernel_costs(costs: dict) -> list:

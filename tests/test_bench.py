@@ -158,6 +158,15 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
     assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed
+    # queued greedy steps timed on the GPU: each token's pass, and the gap from its end to the next token's pass
+    sp = raw["step_passes"]
+    if raw["device"]["timestamp_query"]:
+        assert sp["available"] and sp["steps"] == 8 and sp["passes_per_token"] >= 1
+        assert len(sp["pass_us"]) == 8 and len(sp["gap_us"]) == 7 and min(sp["pass_us"]) > 0
+        assert min(sp["gap_us"]) >= 0  # one queue: a token's pass begins after the one before it ends
+        assert sp["period_us_median"] > 0 and "queued steps on the GPU" in printed
+    else:
+        assert not sp["available"]
     # in the token's own pass: every kind but the embedding swapped in turn for empty dispatches of its grid
     costs = raw["kernel_costs"]
     assert costs["available"] and costs["replays"] == 3 and costs["kept"] == ["inp_embd"]

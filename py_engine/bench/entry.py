@@ -158,6 +158,8 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
 
         # after the timed phases: these replays move the cache and the recurrent state
         want = args.get("profile", True)
+        passes = (await timing.step_passes(dec, ids, n_decode) if want else
+                  {"available": False, "reason": "not asked"})
         prof = await dispatch_profile.profile(dec) if want else {"available": False, "reason": "not asked"}
         rate = await timing.replay_rate(dec)
         cost_replays = int(args.get("cost_replays", 20))
@@ -211,6 +213,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             "gpu_bytes": gpu_bytes(dec, header),
             "per_token": decode_cost,
             "profile": prof,
+            "step_passes": passes,
             "replay_rate": rate,
             "kernel_costs": costs,
             "prefill_profile": pre_prof,

@@ -1,4 +1,5 @@
 """The timed part of a bench case, shared by the resident (entry.py) and streaming (streaming.py) cases."""
+import struct
 import time
 
 from ..engine.scoring import argmax
@@ -49,19 +50,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     step_ms = []
     parts = {"launch_ms": [], "wait_ms": []}
     if getattr(dec, "chains", False) and n_decode > 0:
-        # greedy generation's path (GpuBackend.decode_step): each step queued behind the previous one, fed with
-        # its argmax on the GPU; a step's time is from the previous step's result to its own
-        t = time.perf_counter()
-        handle = dec.launch_argmax(tok)
-        for i in range(n_decode):
-            after = dec.launch_argmax(None) if i + 1 < n_decode else None
-            launched = time.perf_counter()
-            await dec.collect_argmax(handle)
-            now = time.perf_counter()
-            step_ms.append((now - t) * 1e3)
-            parts["launch_ms"].append((launched - t) * 1e3)
-            parts["wait_ms"].append((now - launched) * 1e3)
-            t, handle = now, after
+        step_ms, parts = await queued_steps(dec, tok, n_decode)
         return reps, step_ms, (s0, s1, snapshot(dec)), parts
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
     # and their Python argmax stays outside the timed step
@@ -78,6 +67,88 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     return reps, step_ms, (s0, s1, snapshot(dec)), parts
 
 
+async def queued_steps(dec, tok, n: int):
+    """`n` greedy steps after `tok` as greedy generation runs them (GpuBackend.decode_step): each queued behind the
+    previous one, fed with its argmax on the GPU. Returns (step_ms, {"launch_ms", "wait_ms"}): a step's time is from
+    the previous step's result to its own."""
+    step_ms, parts = [], {"launch_ms": [], "wait_ms": []}
+    t = time.perf_counter()
+    handle = dec.launch_argmax(tok)
+    for i in range(n):
+        after = dec.launch_argmax(None) if i + 1 < n else None
+        launched = time.perf_counter()
+        await dec.collect_argmax(handle)
+        now = time.perf_counter()
+        step_ms.append((now - t) * 1e3)
+        parts["launch_ms"].append((launched - t) * 1e3)
+        parts["wait_ms"].append((now - launched) * 1e3)
+        t, handle = now, after
+    return step_ms, parts
+
+
+def passes_per_token(dl) -> int:
+    """Compute passes the replay helper opens for one token's list (a copy between dispatches ends one)."""
+    passes, in_pass = 0, False
+    for op in dl.ops:
+        if op[0] == 0 and not in_pass:
+            passes += 1
+        in_pass = op[0] == 0
+    return passes
+
+
+async def step_passes(dec, ids, n: int) -> dict:
+    """Whether the GPU idles between queued greedy steps: the prompt prefilled again, then `n` steps queued as
+    generation queues them (queued_steps) with timestamps on each token's first compute pass. Per step the pass's
+    GPU time and the gap from its end to the next step's pass beginning (the step's copies, the queue's submit
+    boundary, and any wait for the host). Moves the cache: run it after the timed phases."""
+    from .dispatch_profile import timestamp_queries
+
+    gpu = dec.gpu
+    if "timestamp-query" not in gpu.features:
+        return {"available": False, "reason": "the device has no 'timestamp-query' feature"}
+    if not getattr(dec, "chains", False):
+        return {"available": False, "reason": "steps are not queued ahead"}
+    qs, resolve, read = timestamp_queries(gpu, 2 * n, "step_passes")
+    try:
+        dec.reset()
+        tok, _ = await time_prefill(dec, ids)
+        dec.pass_timestamps = (qs, 0)
+        try:
+            step_ms, parts = await queued_steps(dec, tok, n)
+        finally:
+            dec.pass_timestamps = None
+        t = await _read_timestamps(gpu, qs, resolve, read, 2 * n)
+    finally:
+        for b in (qs, resolve, read):
+            b.destroy()
+    pass_us = [(t[2 * i + 1] - t[2 * i]) / 1e3 for i in range(n)]
+    gap_us = [(t[2 * i + 2] - t[2 * i + 1]) / 1e3 for i in range(n - 1)]
+    period_us = [(t[2 * i + 2] - t[2 * i]) / 1e3 for i in range(n - 1)]
+
+    def med(v):
+        return round(sorted(v)[len(v) // 2], 2) if v else None
+
+    return {"available": True, "steps": n, "passes_per_token": passes_per_token(dec.dl),
+            "pass_us_median": med(pass_us), "gap_us_median": med(gap_us), "period_us_median": med(period_us),
+            "gap_us_p90": round(sorted(gap_us)[(9 * len(gap_us)) // 10], 2) if gap_us else None,
+            "step_ms_median": med(step_ms), "launch_ms_median": med(parts["launch_ms"]),
+            "pass_us": [round(x, 2) for x in pass_us], "gap_us": [round(x, 2) for x in gap_us]}
+
+
+async def _read_timestamps(gpu, qs, resolve, read, count: int) -> list:
+    """The `count` resolved timestamps of query set `qs` (ns), once the queue's work before them is done."""
+    import js
+
+    enc = gpu.device.createCommandEncoder()
+    enc.resolveQuerySet(qs, 0, count, resolve, 0)
+    enc.copyBufferToBuffer(resolve, 0, read, 0, 8 * count)
+    gpu.device.queue.submit(js.Array.of(enc.finish()))
+    await read.mapAsync(js.GPUMapMode.READ)
+    raw = js.Uint8Array.new(read.getMappedRange(0, 8 * count)).slice().to_bytes()
+    read.unmap()
+    return list(struct.unpack(f"<{count}q", raw))
+
+
 async def replay_rate(dec, n: int = 50) -> dict:
     """Whether the CPU or the GPU sets the decode pace: `n` back-to-back replays of the token's list (no readback,
     the same step words each time), timing the JS encode + submit loop alone and then until the GPU is done. CPU µs
@@ -87,7 +158,6 @@ async def replay_rate(dec, n: int = 50) -> dict:
     implementation turns the commands into the driver's)."""
     from ..gpu.buffers import write_buffer
     from ..gpu.commands import helper
-    import struct
 
     h, dev = helper(), dec.gpu.device
     pos = max(dec.pos - 1, 0)

@@ -15,6 +15,7 @@ from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, upload
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
+from ..gpu.jsutil import js_object
 from ..gpu.kernels import Kernels
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.common import Activations, KVCache
@@ -63,6 +64,9 @@ class Decoder:
         self.kv_format = kv_format
         self.pos = 0
         self._in_flight = []  # argmax_stagings indices of launched, uncollected greedy steps, oldest first
+        # (query set, next step) while a benchmark times each greedy step's first compute pass on the GPU
+        # (timing.pass_gaps: queries 2i and 2i + 1 take step i's begin and end); None otherwise
+        self.pass_timestamps = None
         self.dl = None
         self.staging = None
         self.prefill = None  # prefill.Prefill: prompts fed in chunks of prefill.T tokens (None: token by token)
@@ -203,8 +207,14 @@ class Decoder:
         ring = 1 if 0 in self._in_flight else 0  # the staging buffer no uncollected step maps
         argmax = self.acts["argmax"]
         pos = self.pos if advance else self.pos - 1
+        ts = None
+        if self.pass_timestamps is not None:
+            qs, i = self.pass_timestamps
+            ts = js_object({"querySet": qs, "beginningOfPassWriteIndex": 2 * i, "endOfPassWriteIndex": 2 * i + 1})
+            self.pass_timestamps = (qs, i + 1)
         promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, pos, pos + 1, 0],
-                                ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax)
+                                ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax,
+                                ts)
         self._in_flight.append(ring)
         self.stats["ffi_calls"] += 2  # .step + call
         if advance:

@@ -13,12 +13,16 @@ from .buffers import MAP_READ
 _HELPER_JS = r"""
 ({
   // ops: [0, pipeline, bindGroup, x, y, z] dispatch | [1, src, srcOffset, dst, dstOffset, size] copy
-  record(enc, ops, from = 0, to = ops.length) {
+  // ts: timestampWrites for the first compute pass (a benchmark's per-step GPU times), or null
+  record(enc, ops, from = 0, to = ops.length, ts = null) {
     let pass = null, pipeline = null;
     for (let i = from; i < to; i++) {
       const op = ops[i];
       if (op[0] === 0) {
-        if (pass === null) { pass = enc.beginComputePass(); pipeline = null; }
+        if (pass === null) {
+          pass = ts === null ? enc.beginComputePass() : enc.beginComputePass({ timestampWrites: ts });
+          ts = null; pipeline = null;
+        }
         // consecutive dispatches of one pipeline (a matrix's row bands, the pool buffers) set it once
         if (op[1] !== pipeline) { pass.setPipeline(op[1]); pipeline = op[1]; }
         pass.setBindGroup(0, op[2]); pass.dispatchWorkgroups(op[3], op[4], op[5]);
@@ -35,19 +39,19 @@ _HELPER_JS = r"""
   splitEvery: 0,
   // Record ops[from..] in pieces, submitting every piece but the last; returns the last piece's encoder.
   // first(enc), when given, records commands ahead of the ops in the first piece.
-  recordSplit(device, ops, first = null) {
+  recordSplit(device, ops, first = null, ts = null) {
     const n = ops.length, every = this.splitEvery > 0 ? this.splitEvery : n;
     let start = 0;
     while (n - start > every) {
       const enc = device.createCommandEncoder();
       if (start === 0 && first !== null) first(enc);
-      this.record(enc, ops, start, start + every);
+      this.record(enc, ops, start, start + every, start === 0 ? ts : null);
       device.queue.submit([enc.finish()]);
       start += every;
     }
     const enc = device.createCommandEncoder();
     if (start === 0 && first !== null) first(enc);
-    this.record(enc, ops, start, n);
+    this.record(enc, ops, start, n, start === 0 ? ts : null);
     return enc;
   },
   replay(device, ops) {
@@ -56,11 +60,11 @@ _HELPER_JS = r"""
   // One token: write the step uniform, replay, copy `nbytes` of `out` into `staging` and map it; resolves to
   // the bytes (or null without `out`, once the GPU is done). tokenFrom: a buffer whose first word replaces the
   // step's token on the GPU before the token's ops run (the previous step's argmax: greedy steps can then be
-  // queued before the previous one is read back).
-  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null) {
+  // queued before the previous one is read back). ts: timestampWrites for the token's first compute pass, or null.
+  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null) {
     device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
     const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
-    const enc = this.recordSplit(device, ops, first);
+    const enc = this.recordSplit(device, ops, first, ts);
     if (out === null) {
       device.queue.submit([enc.finish()]);
       await device.queue.onSubmittedWorkDone();
