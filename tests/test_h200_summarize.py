@@ -14,6 +14,7 @@ def _result(tok_s, costs=True):
            "replay_rate": {"total_us_per_token": 890.0, "cpu_us_per_token": 730.0},
            "profile": {"available": True, "kinds": [{"kind": "ffn_moe_out", "dispatches": 8, "us": 169.1}]}}
     if costs:
+        raw["step_passes"] = {"available": True, "pass_us_median": 802.5, "gap_us_median": 12.25}
         raw["kernel_costs"] = {"available": True, "full_us": 880.0, "floor_us": 120.0,
                                "kinds": [{"kind": "ffn_moe_out", "dispatches": 8, "us": 121.5},
                                          {"kind": "result_output", "dispatches": 1, "us": 130.2}]}
@@ -50,6 +51,9 @@ def test_tables_from_the_archives(tmp_path):
     assert "| per token | new | m |" in out or "| per token | m | new |" in out
     assert "ffn_moe_out: in-pass / timestamps µs" in out and "121.5 / 169.1" in out and " / 169.1 |" in out
     assert "result_output: in-pass / timestamps µs" in out
+    # the queued steps' pass and the gap after it (a state run before the bench measured them: blank)
+    assert "| queued steps: the token's pass / gap to the next, µs |" in out and "802.5 / 12.2" in out
+    assert " /  |" in out
     assert "**grid_barrier**" in out and "| 132 | plain | 0.9 |" in out
 
 
