@@ -3,6 +3,7 @@ import struct
 import time
 
 from ..engine.scoring import argmax
+from .stream_read import median
 
 
 async def time_prefill(dec, ids):
@@ -126,7 +127,7 @@ async def step_passes(dec, ids, n: int) -> dict:
     period_us = [(t[2 * i + 2] - t[2 * i]) / 1e3 for i in range(n - 1)]
 
     def med(v):
-        return round(sorted(v)[len(v) // 2], 2) if v else None
+        return round(median(v), 4) if v else None
 
     return {"available": True, "steps": n, "passes_per_token": passes_per_token(dec.dl),
             "pass_us_median": med(pass_us), "gap_us_median": med(gap_us), "period_us_median": med(period_us),
