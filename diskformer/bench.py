@@ -287,14 +287,15 @@ def table(raw: dict, d: dict) -> str:
 
 
 def _step_passes(sp: dict) -> list:
-    """Queued greedy steps timed on the GPU (py_engine/bench/timing.py step_passes): each token's pass, and the GPU's
-    gap between one token's pass and the next's."""
+    """Queued greedy steps timed on the GPU (py_engine/bench/timing.py step_passes): each token's span and the busy
+    time of its submitted pieces within it, and the GPU's gap between one token's end and the next's start."""
     if not sp.get("available"):
         return []
-    one = "" if sp["passes_per_token"] == 1 else f" (the first of its {sp['passes_per_token']} passes)"
-    return [f"queued steps on the GPU            the token's pass{one} {sp['pass_us_median']:,.1f} us, then "
-            f"{sp['gap_us_median']:,.1f} us (p90 {sp['gap_us_p90']:,.1f}) to the next's; a step every "
-            f"{sp['period_us_median']:,.1f} us (median of {sp['steps']}; wall {1e3 * sp['step_ms_median']:,.1f})"]
+    return [f"queued steps on the GPU            a token spans {sp['span_us_median']:,.1f} us "
+            f"({sp['busy_us_median']:,.1f} in its {sp['passes_per_token']} passes, {sp['pieces_per_token']} submits), "
+            f"then {sp['gap_us_median']:,.1f} us (p90 {sp['gap_us_p90']:,.1f}) to the next's start",
+            f"  a step every {sp['period_us_median']:,.1f} us on the GPU (median of {sp['steps']}; "
+            f"{1e3 * sp['step_ms_median']:,.1f} on the wall clock)"]
 
 
 def _kernel_costs(costs: dict) -> list:

@@ -158,13 +158,16 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
     assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed
-    # queued greedy steps timed on the GPU: each token's pass, and the gap from its end to the next token's pass
+    # queued greedy steps timed on the GPU: each token's span and busy time, and the gap to the next token's start
     sp = raw["step_passes"]
     if raw["device"]["timestamp_query"]:
-        assert sp["available"] and sp["steps"] == 8 and sp["passes_per_token"] >= 1
-        assert len(sp["pass_us"]) == 8 and len(sp["gap_us"]) == 7 and min(sp["pass_us"]) > 0
-        assert min(sp["gap_us"]) >= 0  # one queue: a token's pass begins after the one before it ends
-        assert sp["period_us_median"] > 0 and "queued steps on the GPU" in printed
+        assert sp["available"] and sp["steps"] == 8 and sp["passes_per_token"] >= sp["pieces_per_token"] >= 1
+        assert len(sp["span_us"]) == len(sp["busy_us"]) == 8 and len(sp["gap_us"]) == 7
+        # one queue: a token's pieces run in turn within its span, and it starts after the one before it ends
+        assert all(0 < b <= s + 1e-3 for b, s in zip(sp["busy_us"], sp["span_us"]))
+        assert min(sp["gap_us"]) >= 0 and sp["inner_gaps_us_median"] >= -1e-3
+        assert sp["period_us_median"] > 0
+        assert "queued steps on the GPU" in printed
     else:
         assert not sp["available"]
     # in the token's own pass: every kind but the embedding swapped in turn for empty dispatches of its grid

@@ -14,7 +14,8 @@ def _result(tok_s, costs=True):
            "replay_rate": {"total_us_per_token": 890.0, "cpu_us_per_token": 730.0},
            "profile": {"available": True, "kinds": [{"kind": "ffn_moe_out", "dispatches": 8, "us": 169.1}]}}
     if costs:
-        raw["step_passes"] = {"available": True, "pass_us_median": 802.5, "gap_us_median": 12.25}
+        raw["step_passes"] = {"available": True, "span_us_median": 802.5, "busy_us_median": 790.0,
+                              "gap_us_median": 12.25}
         raw["kernel_costs"] = {"available": True, "full_us": 880.0, "floor_us": 120.0,
                                "kinds": [{"kind": "ffn_moe_out", "dispatches": 8, "us": 121.5},
                                          {"kind": "result_output", "dispatches": 1, "us": 130.2}]}
@@ -52,8 +53,8 @@ def test_tables_from_the_archives(tmp_path):
     assert "ffn_moe_out: in-pass / timestamps µs" in out and "121.5 / 169.1" in out and " / 169.1 |" in out
     assert "result_output: in-pass / timestamps µs" in out
     # the queued steps' pass and the gap after it (a state run before the bench measured them: blank)
-    assert "| queued steps: the token's pass / gap to the next, µs |" in out and "802.5 / 12.2" in out
-    assert " /  |" in out
+    assert "| queued steps: a token's span (busy) / gap to the next, µs |" in out and "802.5 (790.0) / 12.2" in out
+    assert " () /  |" in out
     assert "**grid_barrier**" in out and "| 132 | plain | 0.9 |" in out
 
 

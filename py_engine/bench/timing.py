@@ -87,53 +87,76 @@ async def queued_steps(dec, tok, n: int):
     return step_ms, parts
 
 
-def passes_per_token(dl) -> int:
-    """Compute passes the replay helper opens for one token's list (a copy between dispatches ends one)."""
-    passes, in_pass = 0, False
-    for op in dl.ops:
-        if op[0] == 0 and not in_pass:
-            passes += 1
-        in_pass = op[0] == 0
-    return passes
+def submit_pieces(dl) -> list:
+    """The pieces the replay helper submits one token's list in (commands.recordSplit, splitEvery ops each): per piece
+    (first op, end op, compute passes it opens; a copy between dispatches ends a pass)."""
+    from ..gpu.commands import helper
+
+    n = dl.count
+    every = int(helper().splitEvery) or n
+    out = []
+    for start in range(0, n, every):
+        passes, in_pass = 0, False
+        for op in list(dl.ops)[start:start + every]:
+            if op[0] == 0 and not in_pass:
+                passes += 1
+            in_pass = op[0] == 0
+        out.append((start, min(n, start + every), passes))
+    return out
 
 
 async def step_passes(dec, ids, n: int) -> dict:
     """Whether the GPU idles between queued greedy steps: the prompt prefilled again, then `n` steps queued as
-    generation queues them (queued_steps) with timestamps on each token's first compute pass. Per step the pass's
-    GPU time and the gap from its end to the next step's pass beginning (the step's copies, the queue's submit
-    boundary, and any wait for the host). Moves the cache: run it after the timed phases."""
-    from .dispatch_profile import timestamp_queries
+    generation queues them (queued_steps) with timestamps on each submitted piece of a token (the start of its first
+    compute pass, the end of its last). Per step: its span on the GPU (first dispatch's start to last's end), the
+    pieces' busy time within it (the rest: the GPU's gaps at the token's own submit boundaries), and the gap from
+    its end to the next step's start (the step's copies, the queue's submit boundary, any wait for the host).
+    Moves the cache: run it after the timed phases."""
+    from .dispatch_profile import MAX_QUERIES, timestamp_queries
 
     gpu = dec.gpu
     if "timestamp-query" not in gpu.features:
         return {"available": False, "reason": "the device has no 'timestamp-query' feature"}
     if not getattr(dec, "chains", False):
         return {"available": False, "reason": "steps are not queued ahead"}
-    qs, resolve, read = timestamp_queries(gpu, 2 * n, "step_passes")
+    pieces = submit_pieces(dec.dl)
+    if any(passes == 0 for _, _, passes in pieces):
+        return {"available": False, "reason": "a submitted piece of the token has no dispatch to time"}
+    per_step = 2 * len(pieces)
+    n = min(n, MAX_QUERIES // per_step)
+    qs, resolve, read = timestamp_queries(gpu, per_step * n, "step_passes")
     try:
         dec.reset()
         tok, _ = await time_prefill(dec, ids)
-        dec.pass_timestamps = (qs, 0)
+        dec.pass_timestamps = (qs, 0, per_step)
         try:
             step_ms, parts = await queued_steps(dec, tok, n)
         finally:
             dec.pass_timestamps = None
-        t = await _read_timestamps(gpu, qs, resolve, read, 2 * n)
+        t = await _read_timestamps(gpu, qs, resolve, read, per_step * n)
     finally:
         for b in (qs, resolve, read):
             b.destroy()
-    pass_us = [(t[2 * i + 1] - t[2 * i]) / 1e3 for i in range(n)]
-    gap_us = [(t[2 * i + 2] - t[2 * i + 1]) / 1e3 for i in range(n - 1)]
-    period_us = [(t[2 * i + 2] - t[2 * i]) / 1e3 for i in range(n - 1)]
+    first = [t[per_step * i] for i in range(n)]
+    last = [t[per_step * i + per_step - 1] for i in range(n)]
+    span_us = [(last[i] - first[i]) / 1e3 for i in range(n)]
+    busy_us = [sum(t[per_step * i + 2 * p + 1] - t[per_step * i + 2 * p] for p in range(len(pieces))) / 1e3
+               for i in range(n)]
+    gap_us = [(first[i + 1] - last[i]) / 1e3 for i in range(n - 1)]
+    period_us = [(first[i + 1] - first[i]) / 1e3 for i in range(n - 1)]
 
     def med(v):
-        return round(median(v), 4) if v else None
+        return round(median(v), 2) if v else None
 
-    return {"available": True, "steps": n, "passes_per_token": passes_per_token(dec.dl),
-            "pass_us_median": med(pass_us), "gap_us_median": med(gap_us), "period_us_median": med(period_us),
+    return {"available": True, "steps": n, "pieces_per_token": len(pieces),
+            "passes_per_token": sum(passes for _, _, passes in pieces),
+            "span_us_median": med(span_us), "busy_us_median": med(busy_us),
+            "inner_gaps_us_median": med([a - b for a, b in zip(span_us, busy_us)]),
+            "gap_us_median": med(gap_us), "period_us_median": med(period_us),
             "gap_us_p90": round(sorted(gap_us)[(9 * len(gap_us)) // 10], 2) if gap_us else None,
-            "step_ms_median": med(step_ms), "launch_ms_median": med(parts["launch_ms"]),
-            "pass_us": [round(x, 2) for x in pass_us], "gap_us": [round(x, 2) for x in gap_us]}
+            "step_ms_median": round(median(step_ms), 4), "launch_ms_median": round(median(parts["launch_ms"]), 4),
+            "span_us": [round(x, 2) for x in span_us], "busy_us": [round(x, 2) for x in busy_us],
+            "gap_us": [round(x, 2) for x in gap_us]}
 
 
 async def _read_timestamps(gpu, qs, resolve, read, count: int) -> list:

@@ -64,8 +64,8 @@ class Decoder:
         self.kv_format = kv_format
         self.pos = 0
         self._in_flight = []  # argmax_stagings indices of launched, uncollected greedy steps, oldest first
-        # (query set, next step) while a benchmark times each greedy step's first compute pass on the GPU
-        # (timing.pass_gaps: queries 2i and 2i + 1 take step i's begin and end); None otherwise
+        # (query set, next step, queries a step) while a benchmark times each greedy step's submitted pieces on the
+        # GPU (timing.step_passes; commands.recordSplit: 2 queries a piece); None otherwise
         self.pass_timestamps = None
         self.dl = None
         self.staging = None
@@ -209,9 +209,9 @@ class Decoder:
         pos = self.pos if advance else self.pos - 1
         ts = None
         if self.pass_timestamps is not None:
-            qs, i = self.pass_timestamps
-            ts = js_object({"querySet": qs, "beginningOfPassWriteIndex": 2 * i, "endOfPassWriteIndex": 2 * i + 1})
-            self.pass_timestamps = (qs, i + 1)
+            qs, i, per_step = self.pass_timestamps
+            ts = js_object({"querySet": qs, "base": per_step * i})
+            self.pass_timestamps = (qs, i + 1, per_step)
         promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, pos, pos + 1, 0],
                                 ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax,
                                 ts)

@@ -13,15 +13,17 @@ from .buffers import MAP_READ
 _HELPER_JS = r"""
 ({
   // ops: [0, pipeline, bindGroup, x, y, z] dispatch | [1, src, srcOffset, dst, dstOffset, size] copy
-  // ts: timestampWrites for the first compute pass (a benchmark's per-step GPU times), or null
+  // ts: null, or {querySet, begin, end} (a benchmark's per-step GPU times): query `begin` takes the start of the
+  // range's first compute pass, `end` the end of its last
   record(enc, ops, from = 0, to = ops.length, ts = null) {
-    let pass = null, pipeline = null;
+    let pass = null, pipeline = null, last = -1;
+    if (ts !== null) for (let i = to - 1; i >= from && last < 0; i--) if (ops[i][0] === 0) last = i;
     for (let i = from; i < to; i++) {
       const op = ops[i];
       if (op[0] === 0) {
         if (pass === null) {
-          pass = ts === null ? enc.beginComputePass() : enc.beginComputePass({ timestampWrites: ts });
-          ts = null; pipeline = null;
+          pass = enc.beginComputePass(ts === null ? undefined : { timestampWrites: this.passStamps(ops, i, to, last, ts) });
+          pipeline = null;
         }
         // consecutive dispatches of one pipeline (a matrix's row bands, the pool buffers) set it once
         if (op[1] !== pipeline) { pass.setPipeline(op[1]); pipeline = op[1]; }
@@ -39,20 +41,33 @@ _HELPER_JS = r"""
   splitEvery: 0,
   // Record ops[from..] in pieces, submitting every piece but the last; returns the last piece's encoder.
   // first(enc), when given, records commands ahead of the ops in the first piece.
+  // ts: null, or {querySet, base}: piece p's first pass starts at query base + 2p, its last ends at base + 2p + 1.
   recordSplit(device, ops, first = null, ts = null) {
     const n = ops.length, every = this.splitEvery > 0 ? this.splitEvery : n;
     let start = 0;
+    const stamps = (s) => ts === null ? null
+      : { querySet: ts.querySet, begin: ts.base + 2 * (s / every), end: ts.base + 2 * (s / every) + 1 };
     while (n - start > every) {
       const enc = device.createCommandEncoder();
       if (start === 0 && first !== null) first(enc);
-      this.record(enc, ops, start, start + every, start === 0 ? ts : null);
+      this.record(enc, ops, start, start + every, stamps(start));
       device.queue.submit([enc.finish()]);
       start += every;
     }
     const enc = device.createCommandEncoder();
     if (start === 0 && first !== null) first(enc);
-    this.record(enc, ops, start, n, start === 0 ? ts : null);
+    this.record(enc, ops, start, n, stamps(start));
     return enc;
+  },
+  // The timestampWrites of the pass opened at ops[i] (running to the next copy or `to`): ts.begin if it is the
+  // range's first, ts.end if it holds the range's last dispatch `last`.
+  passStamps(ops, i, to, last, ts) {
+    let j = i;
+    while (j < to && ops[j][0] === 0) j++;
+    const w = { querySet: ts.querySet };
+    if (!ts.begun) { w.beginningOfPassWriteIndex = ts.begin; ts.begun = true; }
+    if (last >= i && last < j) w.endOfPassWriteIndex = ts.end;
+    return w;
   },
   replay(device, ops) {
     device.queue.submit([this.recordSplit(device, ops).finish()]);
@@ -60,7 +75,7 @@ _HELPER_JS = r"""
   // One token: write the step uniform, replay, copy `nbytes` of `out` into `staging` and map it; resolves to
   // the bytes (or null without `out`, once the GPU is done). tokenFrom: a buffer whose first word replaces the
   // step's token on the GPU before the token's ops run (the previous step's argmax: greedy steps can then be
-  // queued before the previous one is read back). ts: timestampWrites for the token's first compute pass, or null.
+  // queued before the previous one is read back). ts: null, or {querySet, base} (recordSplit: 2 queries a piece).
   async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null) {
     device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
     const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);

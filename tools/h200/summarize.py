@@ -75,8 +75,9 @@ def ab_tables(files: dict) -> str:
         row("in-pass: the list, µs", [_f(costs[s].get("full_us")) for s in states])
         row("in-pass: launches + barriers, µs", [_f(costs[s].get("floor_us")) for s in states])
         passes = {s: prof[s]["raw"].get("step_passes") or {} for s in states}
-        row("queued steps: the token's pass / gap to the next, µs",
-            [f"{_f(passes[s].get('pass_us_median'))} / {_f(passes[s].get('gap_us_median'))}" for s in states])
+        row("queued steps: a token's span (busy) / gap to the next, µs",
+            [f"{_f(passes[s].get('span_us_median'))} ({_f(passes[s].get('busy_us_median'))}) / "
+             f"{_f(passes[s].get('gap_us_median'))}" for s in states])
         kinds = []
         for s in states:
             for k in (costs[s].get("kinds") or []) + ((prof[s]["raw"].get("profile") or {}).get("kinds") or []):
