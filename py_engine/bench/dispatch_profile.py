@@ -5,6 +5,7 @@ One pass per dispatch adds a little overhead per kernel, so the profile tells th
 their busy time, not the replay's exact wall time (the benchmark measures that separately).
 """
 import re
+import struct
 
 from statistics import median
 
@@ -53,6 +54,21 @@ def timestamp_queries(gpu, count: int, name: str) -> tuple:
     qs = gpu.device.createQuerySet(js_object({"type": "timestamp", "count": count}))
     return (qs, create_buffer(gpu, 8 * count, QUERY_RESOLVE | COPY_SRC, f"{name}_resolve"),
             create_buffer(gpu, 8 * count, MAP_READ | COPY_DST, f"{name}_read"))
+
+
+async def read_timestamps(gpu, qs, resolve, read, count: int) -> list:
+    """The `count` resolved timestamps of query set `qs` (ns; its buffers from timestamp_queries), once the queue's
+    work before them is done."""
+    import js  # Pyodide's: kernel_kind is used outside Pyodide too
+
+    enc = gpu.device.createCommandEncoder()
+    enc.resolveQuerySet(qs, 0, count, resolve, 0)
+    enc.copyBufferToBuffer(resolve, 0, read, 0, 8 * count)
+    gpu.device.queue.submit(js.Array.of(enc.finish()))
+    await read.mapAsync(js.GPUMapMode.READ)
+    raw = js.Uint8Array.new(read.getMappedRange(0, 8 * count)).slice().to_bytes()
+    read.unmap()
+    return list(struct.unpack(f"<{count}q", raw))
 
 
 def kernel_kind(label: str) -> str:

@@ -88,20 +88,16 @@ async def queued_steps(dec, tok, n: int):
 
 
 def submit_pieces(dl) -> list:
-    """The pieces the replay helper submits one token's list in (commands.recordSplit, splitEvery ops each): per piece
-    (first op, end op, compute passes it opens; a copy between dispatches ends a pass)."""
+    """The compute passes of each piece the replay helper submits one token's list in (commands.recordSplit,
+    splitEvery ops a piece; a copy between dispatches ends a pass)."""
     from ..gpu.commands import helper
 
-    n = dl.count
-    every = int(helper().splitEvery) or n
+    kinds = [op[0] for op in dl.ops]
+    every = int(helper().splitEvery) or len(kinds)
     out = []
-    for start in range(0, n, every):
-        passes, in_pass = 0, False
-        for op in list(dl.ops)[start:start + every]:
-            if op[0] == 0 and not in_pass:
-                passes += 1
-            in_pass = op[0] == 0
-        out.append((start, min(n, start + every), passes))
+    for start in range(0, len(kinds), every):
+        piece = kinds[start:start + every]
+        out.append(sum(1 for i, k in enumerate(piece) if k == 0 and (i == 0 or piece[i - 1] != 0)))
     return out
 
 
@@ -112,7 +108,7 @@ async def step_passes(dec, ids, n: int) -> dict:
     pieces' busy time within it (the rest: the GPU's gaps at the token's own submit boundaries), and the gap from
     its end to the next step's start (the step's copies, the queue's submit boundary, any wait for the host).
     Moves the cache: run it after the timed phases."""
-    from .dispatch_profile import MAX_QUERIES, timestamp_queries
+    from .dispatch_profile import MAX_QUERIES, read_timestamps, timestamp_queries
 
     gpu = dec.gpu
     if "timestamp-query" not in gpu.features:
@@ -120,7 +116,7 @@ async def step_passes(dec, ids, n: int) -> dict:
     if not getattr(dec, "chains", False):
         return {"available": False, "reason": "steps are not queued ahead"}
     pieces = submit_pieces(dec.dl)
-    if any(passes == 0 for _, _, passes in pieces):
+    if 0 in pieces:
         return {"available": False, "reason": "a submitted piece of the token has no dispatch to time"}
     per_step = 2 * len(pieces)
     n = min(n, MAX_QUERIES // per_step)
@@ -133,7 +129,7 @@ async def step_passes(dec, ids, n: int) -> dict:
             step_ms, parts = await queued_steps(dec, tok, n)
         finally:
             dec.pass_timestamps = None
-        t = await _read_timestamps(gpu, qs, resolve, read, per_step * n)
+        t = await read_timestamps(gpu, qs, resolve, read, per_step * n)
     finally:
         for b in (qs, resolve, read):
             b.destroy()
@@ -149,7 +145,7 @@ async def step_passes(dec, ids, n: int) -> dict:
         return round(median(v), 2) if v else None
 
     return {"available": True, "steps": n, "pieces_per_token": len(pieces),
-            "passes_per_token": sum(passes for _, _, passes in pieces),
+            "passes_per_token": sum(pieces),
             "span_us_median": med(span_us), "busy_us_median": med(busy_us),
             "inner_gaps_us_median": med([a - b for a, b in zip(span_us, busy_us)]),
             "gap_us_median": med(gap_us), "period_us_median": med(period_us),
@@ -157,20 +153,6 @@ async def step_passes(dec, ids, n: int) -> dict:
             "step_ms_median": round(median(step_ms), 4), "launch_ms_median": round(median(parts["launch_ms"]), 4),
             "span_us": [round(x, 2) for x in span_us], "busy_us": [round(x, 2) for x in busy_us],
             "gap_us": [round(x, 2) for x in gap_us]}
-
-
-async def _read_timestamps(gpu, qs, resolve, read, count: int) -> list:
-    """The `count` resolved timestamps of query set `qs` (ns), once the queue's work before them is done."""
-    import js
-
-    enc = gpu.device.createCommandEncoder()
-    enc.resolveQuerySet(qs, 0, count, resolve, 0)
-    enc.copyBufferToBuffer(resolve, 0, read, 0, 8 * count)
-    gpu.device.queue.submit(js.Array.of(enc.finish()))
-    await read.mapAsync(js.GPUMapMode.READ)
-    raw = js.Uint8Array.new(read.getMappedRange(0, 8 * count)).slice().to_bytes()
-    read.unmap()
-    return list(struct.unpack(f"<{count}q", raw))
 
 
 async def replay_rate(dec, n: int = 50) -> dict:

@@ -16,13 +16,16 @@ _HELPER_JS = r"""
   // ts: null, or {querySet, begin, end} (a benchmark's per-step GPU times): query `begin` takes the start of the
   // range's first compute pass, `end` the end of its last
   record(enc, ops, from = 0, to = ops.length, ts = null) {
-    let pass = null, pipeline = null, last = -1;
-    if (ts !== null) for (let i = to - 1; i >= from && last < 0; i--) if (ops[i][0] === 0) last = i;
+    let pass = null, pipeline = null, first = -1, last = -1;
+    if (ts !== null) {
+      for (let i = from; i < to && first < 0; i++) if (ops[i][0] === 0) first = i;
+      for (let i = to - 1; i >= from && last < 0; i--) if (ops[i][0] === 0) last = i;
+    }
     for (let i = from; i < to; i++) {
       const op = ops[i];
       if (op[0] === 0) {
         if (pass === null) {
-          pass = enc.beginComputePass(ts === null ? undefined : { timestampWrites: this.passStamps(ops, i, to, last, ts) });
+          pass = enc.beginComputePass(ts === null ? undefined : { timestampWrites: this.passStamps(ops, i, to, first, last, ts) });
           pipeline = null;
         }
         // consecutive dispatches of one pipeline (a matrix's row bands, the pool buffers) set it once
@@ -59,13 +62,13 @@ _HELPER_JS = r"""
     this.record(enc, ops, start, n, stamps(start));
     return enc;
   },
-  // The timestampWrites of the pass opened at ops[i] (running to the next copy or `to`): ts.begin if it is the
-  // range's first, ts.end if it holds the range's last dispatch `last`.
-  passStamps(ops, i, to, last, ts) {
+  // The timestampWrites of the pass opened at ops[i] (running to the next copy or `to`): ts.begin if it opens at the
+  // range's first dispatch, ts.end if it holds the range's last.
+  passStamps(ops, i, to, first, last, ts) {
     let j = i;
     while (j < to && ops[j][0] === 0) j++;
     const w = { querySet: ts.querySet };
-    if (!ts.begun) { w.beginningOfPassWriteIndex = ts.begin; ts.begun = true; }
+    if (i === first) w.beginningOfPassWriteIndex = ts.begin;
     if (last >= i && last < j) w.endOfPassWriteIndex = ts.end;
     return w;
   },
