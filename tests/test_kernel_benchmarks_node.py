@@ -8,7 +8,8 @@ step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's t
 bits and the recurrence's two column counts agreeing; matvec_anatomy.mjs: a decode product with its parts taken away
 in turn, its weights cold or warm giving the engine's bits; grid_barrier.mjs: a barrier across a persistent dispatch's
 workgroups, every arrival and read counted; persistent_chain.mjs: a chain of products as one persistent dispatch,
-giving the dispatches' bits).
+giving the dispatches' bits; loads_across_barriers.mjs: loads and a staging in both orders, each form's result
+checked).
 """
 import json
 import shutil
@@ -80,6 +81,16 @@ def test_dispatch_chain_counts_every_dispatch():
     chase = by_case["dependent loads per lane"]
     # both forms timed (which is longer is the benchmark's figure, not a check: a loaded CI host reorders them)
     assert chase["us_33_loads"] > 0 and chase["us_1_load"] > 0
+
+
+def test_loads_across_barriers_times_every_form():
+    rows = _run("tools/h200/loads_across_barriers.mjs", "--tiny")  # a form with a wrong result exits non-zero
+    cases = {r["case"] for r in rows}
+    for how in ("workgroup barriers",) + (("subgroup shuffles",) if "subgroup shuffles" not in cases else ()):
+        assert {f"staging alone ({how})", f"staging, then loads ({how})", f"loads, then staging ({how})",
+                f"overlap of loads and staging ({how})"} <= cases
+    assert "loads alone" in cases
+    assert all(r["us"] > 0 for r in rows if "us" in r)
 
 
 def test_wave_sweep_variants_give_the_engines_outputs():

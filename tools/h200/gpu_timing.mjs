@@ -23,17 +23,19 @@ export function assemble(name, consts, seen = new Set()) {
 }
 
 // Dawn's Node binding (DAWN_NODE, else the `webgpu` package) with its globals set (GPUBufferUsage, ...), and a device
-// with timestamp queries where the adapter has them (Dawn's 65.5 µs rounding of them off) and the adapter's own
-// values of `limits` (names); a validation error ends the process rather than letting a benchmark time nothing.
+// with timestamp queries where the adapter has them (Dawn's 65.5 µs rounding of them off), those of `features`
+// (names) the adapter has, and the adapter's own values of `limits` (names); a validation error ends the process
+// rather than letting a benchmark time nothing.
 let instance = null;   // Dawn's instance must outlive its devices (collected, the process crashes)
 
-export async function dawnDevice(limits = []) {
+export async function dawnDevice(limits = [], features = []) {
   const dawn = createRequire(import.meta.url)(process.env.DAWN_NODE || 'webgpu');
   Object.assign(globalThis, dawn.globals);
   instance = dawn.create(['disable-dawn-features=timestamp_quantization']);
   const adapter = await instance.requestAdapter();
   const hasTs = adapter.features.has('timestamp-query');
-  const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ['timestamp-query'] : [],
+  const wanted = [...(hasTs ? ['timestamp-query'] : []), ...features.filter((f) => adapter.features.has(f))];
+  const device = await adapter.requestDevice({ requiredFeatures: wanted,
     requiredLimits: Object.fromEntries(limits.map((name) => [name, adapter.limits[name]])) });
   device.addEventListener('uncapturederror', (ev) => { console.error(ev.error.message); process.exit(1); });
   return { adapter, device, hasTs };
