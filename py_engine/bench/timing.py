@@ -1,4 +1,5 @@
 """The timed part of a bench case, shared by the resident (entry.py) and streaming (streaming.py) cases."""
+import itertools
 import struct
 import time
 
@@ -108,6 +109,7 @@ async def step_passes(dec, ids, n: int) -> dict:
     pieces' busy time within it (the rest: the GPU's gaps at the token's own submit boundaries), and the gap from
     its end to the next step's start (the step's copies, the queue's submit boundary, any wait for the host).
     Moves the cache: run it after the timed phases."""
+    from ..gpu.jsutil import js_object
     from .dispatch_profile import MAX_QUERIES, read_timestamps, timestamp_queries
 
     gpu = dec.gpu
@@ -124,11 +126,13 @@ async def step_passes(dec, ids, n: int) -> dict:
     try:
         dec.reset()
         tok, _ = await time_prefill(dec, ids)
-        dec.pass_timestamps = (qs, 0, per_step)
+        launched = itertools.count()
+        # each step's queries from per_step · its index on (commands.recordSplit: 2 a piece)
+        dec.step_stamps = lambda: js_object({"querySet": qs, "base": per_step * next(launched)})
         try:
             step_ms, parts = await queued_steps(dec, tok, n)
         finally:
-            dec.pass_timestamps = None
+            dec.step_stamps = None
         t = await read_timestamps(gpu, qs, resolve, read, per_step * n)
     finally:
         for b in (qs, resolve, read):

@@ -15,7 +15,6 @@ from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, upload
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
-from ..gpu.jsutil import js_object
 from ..gpu.kernels import Kernels
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.common import Activations, KVCache
@@ -64,9 +63,9 @@ class Decoder:
         self.kv_format = kv_format
         self.pos = 0
         self._in_flight = []  # argmax_stagings indices of launched, uncollected greedy steps, oldest first
-        # (query set, next step, queries a step) while a benchmark times each greedy step's submitted pieces on the
-        # GPU (timing.step_passes; commands.recordSplit: 2 queries a piece); None otherwise
-        self.pass_timestamps = None
+        # while a benchmark times each greedy step's submitted pieces on the GPU (timing.step_passes): a callable
+        # giving each launched step its timestamp writes (the replay helper's `ts`); None otherwise
+        self.step_stamps = None
         self.dl = None
         self.staging = None
         self.prefill = None  # prefill.Prefill: prompts fed in chunks of prefill.T tokens (None: token by token)
@@ -207,11 +206,7 @@ class Decoder:
         ring = 1 if 0 in self._in_flight else 0  # the staging buffer no uncollected step maps
         argmax = self.acts["argmax"]
         pos = self.pos if advance else self.pos - 1
-        ts = None
-        if self.pass_timestamps is not None:
-            qs, i, per_step = self.pass_timestamps
-            ts = js_object({"querySet": qs, "base": per_step * i})
-            self.pass_timestamps = (qs, i + 1, per_step)
+        ts = self.step_stamps() if self.step_stamps is not None else None
         promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, pos, pos + 1, 0],
                                 ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax,
                                 ts)
