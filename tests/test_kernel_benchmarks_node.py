@@ -9,7 +9,8 @@ bits and the recurrence's two column counts agreeing; matvec_anatomy.mjs: a deco
 in turn, its weights cold or warm giving the engine's bits; grid_barrier.mjs: a barrier across a persistent dispatch's
 workgroups, every arrival and read counted; persistent_chain.mjs: a chain of products as one persistent dispatch,
 giving the dispatches' bits; loads_across_barriers.mjs: loads and a staging in both orders, each form's result
-checked).
+checked; l2_prefetch.mjs: a product after a dispatch whose extra workgroups read its weights, every word read and
+the same bits).
 """
 import json
 import shutil
@@ -91,6 +92,14 @@ def test_loads_across_barriers_times_every_form():
                 f"overlap of loads and staging ({how})"} <= cases
     assert "loads alone" in cases
     assert all(r["us"] > 0 for r in rows if "us" in r)
+
+
+def test_l2_prefetch_sidecar_reads_every_word():
+    rows = _run("tools/h200/l2_prefetch.mjs", "--tiny")  # a sidecar that missed a word, or other bits, exits non-zero
+    pairs = [r for r in rows if r["form"] == "pre with sidecar, then product"]
+    assert {r["kernel"] for r in pairs} == {"norm fused", "plain"}
+    assert all(r["same_as_without"] and r["sidecar_read_every_word"] for r in pairs)
+    assert all(r["us"] > 0 for r in rows)
 
 
 def test_wave_sweep_variants_give_the_engines_outputs():

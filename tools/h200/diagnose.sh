@@ -5,14 +5,15 @@
 # step_kernels (attention, the recurrence), matvec_anatomy (a product's parts, cold and warm weights, parameters in
 # the code), grid_barrier (a persistent dispatch's barrier, stale reads, streaming phases), persistent_chain (a
 # chain of products as dispatches or as one persistent dispatch), dispatch_chain (the launch and barrier floor),
-# loads_across_barriers (whether a lane's loads stay in flight across a staging's barriers). Pass --tiny to try it
+# loads_across_barriers (whether a lane's loads stay in flight across a staging's barriers), l2_prefetch (a
+# product's weights read into the L2 cache by extra workgroups of the dispatch before it). Pass --tiny to try it
 # anywhere.
 set -u
 DEST=${OUT:-$PWD}
 [ "${1:-}" = --tiny ] || source .gpu-carry/setup_env.sh
 NODE=${DISKFORMER_NODE:-node}
 work=$(mktemp -d)
-for tool in loads_across_barriers step_kernels matvec_anatomy grid_barrier persistent_chain dispatch_chain; do
+for tool in loads_across_barriers l2_prefetch step_kernels matvec_anatomy grid_barrier persistent_chain dispatch_chain; do
   start=$(date +%s)
   timeout 240 "$NODE" "tools/h200/$tool.mjs" "$@" > "$work/$tool.jsonl" 2> "$work/$tool.err"
   echo "$tool rc=$? $(( $(date +%s) - start ))s"
