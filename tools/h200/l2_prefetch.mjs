@@ -35,8 +35,7 @@ const SIDECARS = tiny ? [4] : [264, 528, 1056];
 // cycle) and write where they end (y, which the next pre reads: each pre depends on the one before); with SIDECAR
 // workgroups after them, those read every word of the weight planes (8 loads in flight a lane: at 1,056 workgroups
 // ~8.6 MB in flight, against the ~4.6 MB that 4.6 TB/s needs at the 1.0 µs memory round trip measured unloaded)
-// and store the XOR
-// of what they read (xs).
+// and store the XOR of what they read (xs).
 const preWgsl = (sidecar) => `
 @group(0) @binding(0) var<storage, read> next: array<u32>;
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
