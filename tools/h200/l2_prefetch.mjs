@@ -32,13 +32,16 @@ const COLD_BYTES = tiny ? 0 : 160 << 20;     // the copies' bytes at least: ~3x 
 const SIDECARS = tiny ? [4] : [264, 528, 1056];
 
 // The dispatch before the product: PRE_GROUPS workgroups follow CHAIN dependent loads each through `next` (a 4 MB
-// cycle) and write where they end (y, which the next pre reads: each pre depends on the one before); with SIDECAR
+// cycle) and write where they end (y, which the next pre reads: each pre depends on the one before). It also binds
+// the product's output (dep, never written), so that Dawn keeps a barrier between it and the product on either
+// side, as between the decode's dependent dispatches (otherwise the two could run at once). With SIDECAR
 // workgroups after them, those read every word of the weight planes (8 loads in flight a lane: at 1,056 workgroups
 // ~8.6 MB in flight, against the ~4.6 MB that 4.6 TB/s needs at the 1.0 µs memory round trip measured unloaded)
 // and store the XOR of what they read (xs).
 const preWgsl = (sidecar) => `
 @group(0) @binding(0) var<storage, read> next: array<u32>;
 @group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@group(0) @binding(5) var<storage, read_write> dep: array<f32>;
 ${sidecar ? `@group(0) @binding(2) var<storage, read> codes: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> scales: array<u32>;
 @group(0) @binding(4) var<storage, read_write> xs: array<vec4<u32>>;` : ''}
@@ -51,6 +54,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l: v
       i = next[i];
     }
     y[g] = i;
+    if (i == 0xffffffffu) {   // never (the chain's indices are below its length)
+      dep[0] = 0.0;
+    }
     return;
   }
 ${sidecar ? `  let lanes = ${sidecar}u * 64u;
@@ -80,7 +86,7 @@ function pipeline(code) {
   return device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code }), entryPoint: 'main' } });
 }
 const bindGroup = (pipe, buffers) => device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
-  entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })) });
+  entries: Object.entries(buffers).map(([binding, buffer]) => ({ binding: +binding, resource: { buffer } })) });
 
 const chainWords = (4 << 20) / 4, stride = 4099;   // ~16 KB apart, coprime with the size (a power of two)
 const next = mkbuf(Uint32Array.from({ length: chainWords }, (_, j) => (j + stride * 16 + 1) % chainWords));
@@ -122,7 +128,7 @@ for (const [label, rows, cols, norm] of shapes) {
       entries: used.map((binding) => ({ binding, resource: { buffer: b[binding] } })) });
   });
   const pre = pipeline(preWgsl(0));
-  const preBg = bindGroup(pre, [next, preY]);
+  const preBg = bindGroup(pre, { 0: next, 1: preY, 5: y });
 
   // R pairs (or lone dispatches) in one pass, pair i on weight copy i % copies; µs per pair
   const timeForm = async (record) => (await medianPassUs((p) => { for (let i = 0; i < R; i++) record(p, i % copies); })) / R;
@@ -147,7 +153,7 @@ for (const [label, rows, cols, norm] of shapes) {
   for (const P of SIDECARS) {
     const side = pipeline(preWgsl(P));
     const xs = device.createBuffer({ size: 16 * P * 64, usage: S | CS });
-    const sideBgs = weights.map(([c, s]) => bindGroup(side, [next, preY, c, s, xs]));
+    const sideBgs = weights.map(([c, s]) => bindGroup(side, { 0: next, 1: preY, 2: c, 3: s, 4: xs, 5: y }));
     const preSide = (p, c) => { p.setPipeline(side); p.setBindGroup(0, sideBgs[c]); p.dispatchWorkgroups(PRE_GROUPS + P); };
     // the sidecar read every word: the XOR of its lanes' XORs is the weights' own
     await passUs((p) => preSide(p, 0));
