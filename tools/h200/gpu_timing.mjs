@@ -99,6 +99,20 @@ export function gpuTools(device, hasTs) {
     return b;
   }
 
+  // `buffers` and n - 1 copies of them made on the GPU: [buffers, copy 1, ...] (a matrix read cold: each dispatch
+  // reads the next copy, more bytes in all than the L2 cache holds); `buffers` need COPY_SRC
+  function gpuCopies(buffers, n) {
+    const out = [buffers];
+    const e = device.createCommandEncoder();
+    for (let c = 1; c < n; c++) {
+      const copy = buffers.map((b) => device.createBuffer({ size: b.size, usage: GPUBufferUsage.STORAGE | CD }));
+      copy.forEach((b, i) => e.copyBufferToBuffer(buffers[i], 0, b, 0, b.size));
+      out.push(copy);
+    }
+    device.queue.submit([e.finish()]);
+    return out;
+  }
+
   // µs of one compute pass that record(pass) fills: timestamps where the device has them, else the wall clock to
   // the submit's completion; extra(encoder), where given, records commands after the pass (copies to read back)
   let tq = null, tres = null, trb = null;
@@ -174,5 +188,5 @@ export function gpuTools(device, hasTs) {
     return { pipe, bg };
   }
 
-  return { mkbuf, time, passUs, countedPassUs, medianPassUs, readback, bound };
+  return { mkbuf, gpuCopies, time, passUs, countedPassUs, medianPassUs, readback, bound };
 }

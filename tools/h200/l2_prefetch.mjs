@@ -18,7 +18,7 @@ const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxB
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
-const { mkbuf, readback, medianPassUs, passUs } = gpuTools(device, hasTs);
+const { mkbuf, gpuCopies, readback, medianPassUs, passUs } = gpuTools(device, hasTs);
 const r = rng(29);
 const words = (n) => {
   const w = new Uint32Array(n);
@@ -102,16 +102,7 @@ for (const [label, rows, cols, norm] of shapes) {
   const scalesWords = Uint32Array.from({ length: Math.ceil(blocks / 2) }, () => 0x1c001c00 + (((r() * 1024) | 0) << 16) + ((r() * 1024) | 0));
   const codes0 = mkbuf(codesWords, S | CD | CS), scales0 = mkbuf(scalesWords, S | CD | CS);
   const copies = Math.max(2, Math.ceil(COLD_BYTES / (blocks * 34)));
-  const weights = [[codes0, scales0]];
-  {
-    const e = device.createCommandEncoder();
-    for (let c = 1; c < copies; c++) {
-      const pair = [codes0, scales0].map((b) => device.createBuffer({ size: b.size, usage: S | CD }));
-      pair.forEach((b, i) => e.copyBufferToBuffer([codes0, scales0][i], 0, b, 0, b.size));
-      weights.push(pair);
-    }
-    device.queue.submit([e.finish()]);
-  }
+  const weights = gpuCopies([codes0, scales0], copies);
   const eps = new Float32Array([1e-6]);
   const paramWords = new Uint32Array([rows, nb, 0, 0, new Uint32Array(eps.buffer)[0], 0, 0, 0, 0, 0, 0, 0]);
   const y = device.createBuffer({ size: 4 * rows, usage: S | CS });

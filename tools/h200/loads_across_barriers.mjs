@@ -15,8 +15,8 @@ import { dawnDevice, gpuTools } from './gpu_timing.mjs';
 
 const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxBufferSize'], ['subgroups']);
 const tiny = process.argv.includes('--tiny');
-const { medianPassUs, passUs } = gpuTools(device, hasTs);
-const S = GPUBufferUsage.STORAGE, CS = GPUBufferUsage.COPY_SRC, CD = GPUBufferUsage.COPY_DST, MR = GPUBufferUsage.MAP_READ;
+const { medianPassUs, passUs, readback } = gpuTools(device, hasTs);
+const S = GPUBufferUsage.STORAGE, CS = GPUBufferUsage.COPY_SRC, CD = GPUBufferUsage.COPY_DST;
 const R = tiny ? 4 : 100;            // dispatches per pass
 const GRID = tiny ? 4 : 576;         // workgroups of 64 (the decode's routed gate/up launch)
 const L = 4;                         // vec4 loads per lane (a product's first step: 4 weight blocks ahead)
@@ -66,12 +66,7 @@ function form(parts, shuffles = false) {
   return (p) => { p.setPipeline(pipe); for (let d = 0; d < R; d++) { p.setBindGroup(0, groups[d]); p.dispatchWorkgroups(GRID); } };
 }
 
-async function readY() {
-  const rb = device.createBuffer({ size: 4 * LANES, usage: MR | CD });
-  const e = device.createCommandEncoder(); e.copyBufferToBuffer(y, 0, rb, 0, 4 * LANES); device.queue.submit([e.finish()]);
-  await rb.mapAsync(GPUMapMode.READ); const out = new Uint32Array(rb.getMappedRange().slice(0)); rb.unmap(); rb.destroy();
-  return out;
-}
+const readY = async () => new Uint32Array((await readback(y, 4 * LANES)).buffer);
 
 // One pass of the form, then its result against what it must be: lane l of a workgroup holds, after R dispatches
 // that each rotate by `rotate`, the word lane (l + R · rotate) mod 64 held before, plus R.

@@ -18,7 +18,7 @@ const { device, hasTs } = await dawnDevice(['maxStorageBufferBindingSize', 'maxB
 const tiny = process.argv.includes('--tiny');
 const S = GPUBufferUsage.STORAGE, CD = GPUBufferUsage.COPY_DST, CS = GPUBufferUsage.COPY_SRC;
 const U = GPUBufferUsage.UNIFORM;
-const { mkbuf, readback, medianPassUs } = gpuTools(device, hasTs);
+const { mkbuf, gpuCopies, readback, medianPassUs } = gpuTools(device, hasTs);
 const r = rng(23);
 const words = (n) => {
   const w = new Uint32Array(n);
@@ -96,16 +96,7 @@ for (const [label, rows, cols, norm] of shapes) {
   // the weights: one random matrix, copied on the GPU into as many buffers as the cold reads need
   const codes0 = mkbuf(words(blocks * 8), S | CD | CS), scales0 = mkbuf(scales(blocks), S | CD | CS);
   const copies = Math.max(2, Math.ceil(COLD_BYTES / (blocks * 34)));
-  const weights = [[codes0, scales0]];
-  {
-    const e = device.createCommandEncoder();
-    for (let c = 1; c < copies; c++) {
-      const pair = [codes0, scales0].map((b) => device.createBuffer({ size: b.size, usage: S | CD }));
-      pair.forEach((b, i) => e.copyBufferToBuffer([codes0, scales0][i], 0, b, 0, b.size));
-      weights.push(pair);
-    }
-    device.queue.submit([e.finish()]);
-  }
+  const weights = gpuCopies([codes0, scales0], copies);
   const xq = words(Math.ceil(nb * 9 / 4) * 4);   // x quantised ahead (x_stage_q8pre.wgsl's layout)
   new Float32Array(xq.buffer, 32 * nb, nb).set(Float32Array.from({ length: nb }, () => 0.01 + r() * 0.01));
   const y = device.createBuffer({ size: 4 * rows, usage: S | CS });
