@@ -13,7 +13,7 @@ for a in "$@"; do if [[ $a =~ ^[0-9]+$ ]]; then PAIRS=$a; else NAMES+=("$a"); fi
 source .gpu-carry/setup_env.sh
 for n in "${NAMES[@]}"; do rm -rf "$T/ab-$n" && mkdir -p "$T/ab-$n" && tar xzf ".gpu-carry/$n.tar.gz" -C "$T/ab-$n"; done
 M="$MODELS/real$L-qwen35moe.gguf"
-[ -f "$M.done" ] || { python3 .gpu-carry/make_tiny.py --arch qwen35moe --preset real --layers "$L" --out "$M" \
+[ -f "$M.done" ] || { python3 tools/make_tiny_parallel.py .gpu-carry/make_tiny.py -- --arch qwen35moe --preset real --layers "$L" --out "$M" \
   > "$DEST/gen.log" 2>&1 && touch "$M.done"; }
 echo "$(el) model ready: $M"
 bench() {  # snapshot, output name, extra bench flags
