@@ -195,6 +195,13 @@ def _gc(g: dict) -> str:
     return f"{g['ms']:.1f} ms ({g['full_ms']:.1f} full; {'/'.join(str(c) for c in g['collections'])} by generation)"
 
 
+def _decode_label(dec: dict) -> str:
+    """The decode row's label: its tokens, and how its steps were queued."""
+    ahead = dec.get("steps_ahead", 1)
+    how = "" if not dec.get("queued_ahead") else ", queued" if ahead == 1 else f", queued {ahead} ahead"
+    return f"decode tok/s ({dec['tokens']} tokens{how})"
+
+
 def table(raw: dict, d: dict) -> str:
     if "prefill" not in raw:
         dev = raw["device"]
@@ -213,7 +220,7 @@ def table(raw: dict, d: dict) -> str:
         f"{'':34}{'this engine':>16}{'llama.cpp H200*':>18}",
         f"{'prefill tok/s (' + str(raw['prefill']['tokens']) + ' tokens, chunk ' + str(raw['prefill'].get('chunk')) + ')':34}{d['prefill_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['prefill_tok_s']:>18,.1f}",
-        f"{'decode tok/s (' + str(raw['decode']['tokens']) + (' tokens, queued)' if raw['decode'].get('queued_ahead') else ' tokens)'):34}{d['decode_tok_s']:>16,.1f}"
+        f"{_decode_label(raw['decode']):34}{d['decode_tok_s']:>16,.1f}"
         f"{PEERS['all_gpu']['decode_tok_s']:>18,.1f}",
         *([f"{'  each repetition, ms':34}{' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_ms'])}"
            f" (of which encode + submit {' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_feed_ms'])})"]
@@ -349,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--step-by-step", action="store_true",
                     help="resident decode reads each step back before encoding the next (default: greedy steps "
                          "queued one ahead, as generation runs them)")
+    ap.add_argument("--steps-ahead", type=int, default=1, choices=(1, 2),
+                    help="queued decode: greedy steps queued behind the one being read back (default 1, as "
+                         "generation runs them; 2 shows whether the GPU waits for the host between steps)")
     ap.add_argument("--ops-per-submit", type=int, default=None,
                     help="recorded operations per queue submit (default: the engine's; 0: one submit per token)")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
@@ -387,6 +397,7 @@ def main(argv) -> int:
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
+           "steps_ahead": args.steps_ahead,
            "ops_per_submit": args.ops_per_submit, "prefill_reps": args.prefill_reps,
            "cost_replays": args.cost_replays}
     if any(b != "all" for b in budgets):

@@ -407,6 +407,27 @@ async def main(args):
                                  "consistent": backend.n_cached == len(gen.cached_ids)}
         _, out[tag + "_after_abort"] = await turn(messages, 24)
         out[tag + "_taken"] = backend.queued_taken
+
+    # the bench's queued decode, one and two steps queued behind the one read back, against steps read one by one
+    from py_engine.bench.timing import queued_steps
+    prompt = args["prompt_ids"]
+    for ahead in (1, 2):
+        dec.reset()
+        first, _ = await dec.step_prompt_argmax(prompt)
+        out[f"ahead{ahead}"] = [first] + (await queued_steps(dec, first, 12, ahead))[2]
+    dec.reset()
+    ids = [(await dec.step_prompt_argmax(prompt))[0]]
+    for _ in range(12):
+        ids.append((await dec.step_argmax(ids[-1]))[0])
+    out["one_by_one"] = ids
+    handles = [dec.launch_argmax(ids[-1]), dec.launch_argmax(None), dec.launch_argmax(None)]
+    try:
+        dec.launch_argmax(None)
+        out["fourth_launch"] = "no error"
+    except RuntimeError as e:
+        out["fourth_launch"] = str(e)
+    for h in handles:
+        await dec.collect_argmax(h)
     dec.release()
     return out
 '''
@@ -414,7 +435,8 @@ async def main(args):
 
 @pytest.fixture(scope="module")
 def recurrent_out(fixture_models):
-    args = {"model": str(fixture_models / f"{STEM35}.gguf"), "question": QUESTION}
+    args = {"model": str(fixture_models / f"{STEM35}.gguf"), "question": QUESTION,
+            "prompt_ids": [11, 42, 7, 300, 5]}
     return None, run_in_node(RECURRENT_CODE, args, mounts=[fixture_models], timeout=300)
 
 
@@ -425,6 +447,13 @@ def test_recurrent_model_queued_greedy_equals_step_by_step(recurrent_out):
         assert out["queued_" + key]["ids"] == out["plain_" + key]["ids"], key
         assert out["queued_" + key]["consistent"], key  # the generator's count is the state's
     assert out["queued_taken"] > 24 and out["plain_taken"] == out["queued_taken"]  # nothing queued when off
+
+
+def test_bench_queued_steps_one_or_two_ahead_equal_steps_one_by_one(recurrent_out):
+    _, out = recurrent_out
+    assert len(out["one_by_one"]) == 13
+    assert out["ahead1"] == out["one_by_one"] and out["ahead2"] == out["one_by_one"]
+    assert "3 greedy steps are in flight" in out["fourth_launch"]
 
 
 def test_recurrent_model_reuses_state_across_turns_and_after_abort(recurrent_out):

@@ -4,7 +4,8 @@ as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read band
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
        "prefill_chunk": T | null (the engine's default), "prefill_reps": R (default 5), "queue_ahead": bool (greedy steps queued one ahead, the
-       default; False: each step read back before the next is encoded), "ops_per_submit": N | null (recorded
+       default; False: each step read back before the next is encoded), "steps_ahead": 1 | 2 (queued steps behind
+       the one read back), "ops_per_submit": N | null (recorded
        operations per queue submit; null: the device's default, 0: one submit per token), "cost_replays": R (replays
        per variant of kernel_costs, which runs with the profile; 0: skip it)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
@@ -151,14 +152,16 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
 
         if not args.get("queue_ahead", True):
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
+        ahead = int(args.get("steps_ahead", 1))
         with gc_clock.GcClock() as gcc:
             reps, step_ms, (c0, c1, c2), parts = await timing.time_prefill_and_decode(
-                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)))
+                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)),
+                ahead)
         reps_ms = [r["ms"] for r in reps]
 
         # after the timed phases: these replays move the cache and the recurrent state
         want = args.get("profile", True)
-        passes = (await timing.step_passes(dec, ids, n_decode) if want else
+        passes = (await timing.step_passes(dec, ids, n_decode, ahead) if want else
                   {"available": False, "reason": "not asked"})
         prof = await dispatch_profile.profile(dec) if want else {"available": False, "reason": "not asked"}
         rate = await timing.replay_rate(dec)
@@ -200,6 +203,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                         "flops_per_token": prefill_cost["flops"], "gc": gc_clock.spent(c0, c1)},
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
                        "queued_ahead": bool(getattr(dec, "chains", False)),
+                       "steps_ahead": ahead if getattr(dec, "chains", False) else 0,
                        "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
                        "ms_p90": round(sorted(step_ms)[(9 * len(step_ms)) // 10], 4),
                        # every step, and with queued steps its launch (the next step's encode + submit) and wait

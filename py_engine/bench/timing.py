@@ -3,6 +3,7 @@ import itertools
 import struct
 import time
 
+from ..engine.decoder import STEPS_IN_FLIGHT
 from ..engine.scoring import argmax
 from .stream_read import median
 
@@ -28,10 +29,11 @@ async def time_prefill(dec, ids):
     return tok, {"ms": (t2 - t0) * 1e3, "feed_ms": (t1 - t0) * 1e3}
 
 
-async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1):
+async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1, ahead: int = 1):
     """Prefill `ids` (time_prefill) `prefill_reps` times, each from an empty context (as llama-bench repeats its
     prompt), then `n_decode` greedy steps after the last, timing each as greedy
-    generation runs them: queued one ahead (Decoder.launch_argmax) where the decoder chains, else
+    generation runs them: queued one ahead (Decoder.launch_argmax; `ahead` steps, see queued_steps) where the
+    decoder chains, else
     Decoder.step_argmax where the engine has it (only the token id comes back), else a logits row per step.
 
     Returns (prefill_reps: [{"ms", "feed_ms"}, ...], step_ms, (before, after_prefill, after_decode), parts):
@@ -52,7 +54,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     step_ms = []
     parts = {"launch_ms": [], "wait_ms": []}
     if getattr(dec, "chains", False) and n_decode > 0:
-        step_ms, parts = await queued_steps(dec, tok, n_decode)
+        step_ms, parts, _ = await queued_steps(dec, tok, n_decode, ahead)
         return reps, step_ms, (s0, s1, snapshot(dec)), parts
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
     # and their Python argmax stays outside the timed step
@@ -69,23 +71,30 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     return reps, step_ms, (s0, s1, snapshot(dec)), parts
 
 
-async def queued_steps(dec, tok, n: int):
+async def queued_steps(dec, tok, n: int, ahead: int = 1):
     """`n` greedy steps after `tok` as greedy generation runs them (GpuBackend.decode_step): each queued behind the
-    previous one, fed with its argmax on the GPU. Returns (step_ms, {"launch_ms", "wait_ms"}): a step's time is from
-    the previous step's result to its own."""
-    step_ms, parts = [], {"launch_ms": [], "wait_ms": []}
+    previous one, fed with its argmax on the GPU. With `ahead` > 1 (up to STEPS_IN_FLIGHT - 1) that many steps stay
+    queued behind the one read back, so that a late readback of one step cannot leave the GPU without work.
+    Returns (step_ms, {"launch_ms", "wait_ms"}, the greedy ids): a step's time is from the previous step's result
+    to its own."""
+    if not 1 <= ahead < STEPS_IN_FLIGHT:
+        raise ValueError(f"steps ahead: {ahead} (1 to {STEPS_IN_FLIGHT - 1})")
+    step_ms, parts, ids = [], {"launch_ms": [], "wait_ms": []}, []
     t = time.perf_counter()
-    handle = dec.launch_argmax(tok)
+    handles = [dec.launch_argmax(tok)]
+    launched_n = 1
     for i in range(n):
-        after = dec.launch_argmax(None) if i + 1 < n else None
+        while launched_n < n and len(handles) <= ahead:
+            handles.append(dec.launch_argmax(None))
+            launched_n += 1
         launched = time.perf_counter()
-        await dec.collect_argmax(handle)
+        ids.append((await dec.collect_argmax(handles.pop(0)))[0])
         now = time.perf_counter()
         step_ms.append((now - t) * 1e3)
         parts["launch_ms"].append((launched - t) * 1e3)
         parts["wait_ms"].append((now - launched) * 1e3)
-        t, handle = now, after
-    return step_ms, parts
+        t = now
+    return step_ms, parts, ids
 
 
 def submit_pieces(dl) -> list:
@@ -102,7 +111,7 @@ def submit_pieces(dl) -> list:
     return out
 
 
-async def step_passes(dec, ids, n: int) -> dict:
+async def step_passes(dec, ids, n: int, ahead: int = 1) -> dict:
     """Whether the GPU idles between queued greedy steps: the prompt prefilled again, then `n` steps queued as
     generation queues them (queued_steps) with timestamps on each submitted piece of a token (the start of its first
     compute pass, the end of its last). Per step: its span on the GPU (first dispatch's start to last's end), the
@@ -130,7 +139,7 @@ async def step_passes(dec, ids, n: int) -> dict:
         # each step's queries from per_step · its index on (commands.recordSplit: 2 a piece)
         dec.step_stamps = lambda: js_object({"querySet": qs, "base": per_step * next(launched)})
         try:
-            step_ms, parts = await queued_steps(dec, tok, n)
+            step_ms, parts, _ = await queued_steps(dec, tok, n, ahead)
         finally:
             dec.step_stamps = None
         t = await read_timestamps(gpu, qs, resolve, read, per_step * n)

@@ -27,6 +27,9 @@ from .weight_source import FileWeightSource
 
 MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig, Qwen35Moe)}
 GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels dequantise (gpu_weights.py)
+# greedy steps launched and not yet read back, at most: generation keeps two (one queued behind the one it reads);
+# the bench can keep a third, to see whether the GPU waits for the host between steps
+STEPS_IN_FLIGHT = 3
 
 
 # prompt tokens per batched prefill chunk on a GPU (prefill.py): on the H200 the 8-layer real-dimension file's
@@ -118,7 +121,8 @@ class Decoder:
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
             dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
-            dec.argmax_stagings = [create_buffer(gpu, 8, MAP_READ | COPY_DST, f"argmax_staging{i}") for i in (0, 1)]
+            dec.argmax_stagings = [create_buffer(gpu, 8, MAP_READ | COPY_DST, f"argmax_staging{i}")
+                                   for i in range(STEPS_IN_FLIGHT)]
             dec.attach_prefill(default_prefill_chunk(gpu, cfg) if prefill_chunk is None else prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
@@ -186,8 +190,8 @@ class Decoder:
     def launch_argmax(self, token=None):
         """Queue one greedy step without waiting for it: `token` at the next position, or with token None the
         argmax of the step queued before it, taken on the GPU (no readback in between). Returns a handle for
-        collect_argmax. At most two steps may be in flight (two staging buffers take their results): collect
-        the older before launching a third. While the GPU runs one step the CPU encodes the next, so a greedy
+        collect_argmax. At most STEPS_IN_FLIGHT steps may be in flight (a staging buffer each takes their results):
+        collect the oldest before launching another. While the GPU runs one step the CPU encodes the next, so a greedy
         decode paces at the slower of the two instead of their sum."""
         if token is not None:
             self._check_tokens([token])
@@ -200,10 +204,10 @@ class Decoder:
     def _launch(self, token, ops, advance=True):
         """launch_argmax's queueing of `ops` (the token's list, or with advance False the output head over a token
         the chunks fed: Prefill.head)."""
-        if len(self._in_flight) >= 2:
-            raise RuntimeError("two greedy steps are in flight: collect_argmax the older one first")
+        if len(self._in_flight) >= STEPS_IN_FLIGHT:
+            raise RuntimeError(f"{STEPS_IN_FLIGHT} greedy steps are in flight: collect_argmax the oldest one first")
         t0 = time.perf_counter()
-        ring = 1 if 0 in self._in_flight else 0  # the staging buffer no uncollected step maps
+        ring = next(i for i in range(STEPS_IN_FLIGHT) if i not in self._in_flight)  # one no uncollected step maps
         argmax = self.acts["argmax"]
         pos = self.pos if advance else self.pos - 1
         ts = self.step_stamps() if self.step_stamps is not None else None
@@ -288,8 +292,8 @@ class Decoder:
     def launch_prompt_argmax(self, ids):
         """The prompt fed, its last token's greedy step queued (as launch_argmax(ids[-1])); a handle for
         collect_argmax."""
-        if len(self._in_flight) >= 2:  # refused before anything is fed
-            raise RuntimeError("two greedy steps are in flight: collect_argmax the older one first")
+        if len(self._in_flight) >= STEPS_IN_FLIGHT:  # refused before anything is fed
+            raise RuntimeError(f"{STEPS_IN_FLIGHT} greedy steps are in flight: collect_argmax the oldest one first")
         if not self._feed_prompt(ids):
             return self.launch_argmax(ids[-1])
         return self._launch(0, self.prefill.head.ops, advance=False)
