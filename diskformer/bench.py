@@ -360,7 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="queued decode: greedy steps queued behind the one being read back (default 1, as "
                          "generation runs them; 2 shows whether the GPU waits for the host between steps)")
     ap.add_argument("--ops-per-submit", type=int, default=None,
-                    help="recorded operations per queue submit (default: the engine's; 0: one submit per token)")
+                    help="recorded operations per queue submit of prompt chunks, unqueued steps and replays (default: the "
+                         "engine's; 0: one submit per replay); queued greedy steps always go in one")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")

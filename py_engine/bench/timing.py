@@ -97,13 +97,13 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1):
     return step_ms, parts, ids
 
 
-def submit_pieces(dl) -> list:
+def submit_pieces(dl, whole: bool = False) -> list:
     """The compute passes of each piece the replay helper submits one token's list in (commands.recordSplit,
-    splitEvery ops a piece; a copy between dispatches ends a pass)."""
+    splitEvery ops a piece, or with `whole` one piece, as queued steps go; a copy between dispatches ends a pass)."""
     from ..gpu.commands import helper
 
     kinds = [op[0] for op in dl.ops]
-    every = int(helper().splitEvery) or len(kinds)
+    every = (0 if whole else int(helper().splitEvery)) or len(kinds)
     out = []
     for start in range(0, len(kinds), every):
         piece = kinds[start:start + every]
@@ -126,7 +126,7 @@ async def step_passes(dec, ids, n: int, ahead: int = 1) -> dict:
         return {"available": False, "reason": "the device has no 'timestamp-query' feature"}
     if not getattr(dec, "chains", False):
         return {"available": False, "reason": "steps are not queued ahead"}
-    pieces = submit_pieces(dec.dl)
+    pieces = submit_pieces(dec.dl, whole=True)  # queued steps go in one submit (Decoder._launch)
     if 0 in pieces:
         return {"available": False, "reason": "a submitted piece of the token has no dispatch to time"}
     per_step = 2 * len(pieces)

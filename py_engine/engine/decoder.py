@@ -211,9 +211,11 @@ class Decoder:
         argmax = self.acts["argmax"]
         pos = self.pos if advance else self.pos - 1
         ts = self.step_stamps() if self.step_stamps is not None else None
+        # one submit: the GPU has the step queued before this one to run while this is encoded, so pieces
+        # (splitEvery) would only add submit boundaries (~40 µs a token on an H100, docs/benchmarks.md)
         promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, pos, pos + 1, 0],
                                 ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax,
-                                ts)
+                                ts, True)
         self._in_flight.append(ring)
         self.stats["ffi_calls"] += 2  # .step + call
         if advance:

@@ -42,11 +42,11 @@ _HELPER_JS = r"""
   // single submit leaves the GPU idle; submitting every `splitEvery` ops lets the GPU run the first part while
   // the rest is encoded. Set per device by Python (set_submit_split).
   splitEvery: 0,
-  // Record ops[from..] in pieces, submitting every piece but the last; returns the last piece's encoder.
-  // first(enc), when given, records commands ahead of the ops in the first piece.
+  // Record ops[from..] in pieces of `split` ops (0: one piece), submitting every piece but the last; returns the last
+  // piece's encoder. first(enc), when given, records commands ahead of the ops in the first piece.
   // ts: null, or {querySet, base}: piece p's first pass starts at query base + 2p, its last ends at base + 2p + 1.
-  recordSplit(device, ops, first = null, ts = null) {
-    const n = ops.length, every = this.splitEvery > 0 ? this.splitEvery : n;
+  recordSplit(device, ops, first = null, ts = null, split = this.splitEvery) {
+    const n = ops.length, every = split > 0 ? split : n;
     let start = 0;
     const stamps = (s) => ts === null ? null
       : { querySet: ts.querySet, begin: ts.base + 2 * (s / every), end: ts.base + 2 * (s / every) + 1 };
@@ -79,10 +79,12 @@ _HELPER_JS = r"""
   // the bytes (or null without `out`, once the GPU is done). tokenFrom: a buffer whose first word replaces the
   // step's token on the GPU before the token's ops run (the previous step's argmax: greedy steps can then be
   // queued before the previous one is read back). ts: null, or {querySet, base} (recordSplit: 2 queries a piece).
-  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null) {
+  // whole: one submit, not pieces of splitEvery ops.
+  async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null,
+             whole = false) {
     device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
     const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
-    const enc = this.recordSplit(device, ops, first, ts);
+    const enc = this.recordSplit(device, ops, first, ts, whole ? 0 : this.splitEvery);
     if (out === null) {
       device.queue.submit([enc.finish()]);
       await device.queue.onSubmittedWorkDone();

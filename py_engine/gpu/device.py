@@ -28,7 +28,9 @@ class GpuUnavailable(RuntimeError):
     """No WebGPU here (no navigator.gpu, no adapter, or the device request failed)."""
 
 
-OPS_PER_SUBMIT = 24  # recorded ops per queue submit on a GPU (about one layer; commands.py splitEvery)
+# recorded ops per queue submit on a GPU (about one layer; commands.py splitEvery): the GPU starts a prompt chunk or
+# an unqueued step while the host encodes the rest; queued greedy steps go whole (Decoder._launch)
+OPS_PER_SUBMIT = 24
 
 
 class Gpu:
