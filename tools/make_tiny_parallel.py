@@ -73,8 +73,11 @@ def main(argv=None) -> int:
         assert _specs[i] is spec and seed == _seed_of["seed"], "make_tiny.py asked for tensors out of order"
         state["next"] = i + 1
         data = state["pending"].pop(i).get()
-        last = i + 1 == len(_specs)
-        print(f"\r{i + 1}/{len(_specs)} tensors", end="\n" if last else "", file=sys.stderr, flush=True)
+        n, done = len(_specs), i + 1
+        if sys.stderr.isatty():
+            print(f"\r{done}/{n} tensors", end="\n" if done == n else "", file=sys.stderr, flush=True)
+        elif done == n or done * 10 // n != i * 10 // n:  # a log file: a line each tenth
+            print(f"{done}/{n} tensors", file=sys.stderr, flush=True)
         yield data
 
     mod.build_specs = specs_then_pool
