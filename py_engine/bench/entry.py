@@ -5,8 +5,8 @@ args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb"
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
        "prefill_chunk": T | null (the engine's default), "prefill_reps": R (default 5), "queue_ahead": bool (greedy steps queued one ahead, the
        default; False: each step read back before the next is encoded), "steps_ahead": 1 | 2 (queued steps behind
-       the one read back), "ops_per_submit": N | null (recorded
-       operations per queue submit; null: the device's default, 0: one submit per token), "cost_replays": R (replays
+       the one read back), "ops_per_submit": N | null (recorded operations per queue submit of prompt chunks and
+       unqueued steps; queued steps go whole; null: the device's default, 0: one submit each), "cost_replays": R (replays
        per variant of kernel_costs, which runs with the profile; 0: skip it)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
