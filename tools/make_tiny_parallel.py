@@ -20,7 +20,6 @@ import sys
 
 # set before the pool forks; the workers read them
 _specs: list = []
-_seed_of: dict = {}
 _gen_tensor = None  # make_tiny's own generator, kept before main() is given the pool's
 
 
@@ -33,9 +32,9 @@ def _load(path: str):
     return mod
 
 
-def _tensor_bytes(i: int):
+def _tensor_bytes(i: int, seed: int):
     import numpy as np
-    parts = list(_gen_tensor(_specs[i], _seed_of["seed"]))
+    parts = list(_gen_tensor(_specs[i], seed))
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
@@ -54,25 +53,21 @@ def main(argv=None) -> int:
     mod = _load(a.make_tiny)
     _gen_tensor = mod.gen_tensor
     build_specs = mod.build_specs
-    state: dict = {}
+    pools, pending = [], {}  # the pool, once the specs exist; spec index -> its result
 
     def specs_then_pool(args, n_vocab):
         specs = build_specs(args, n_vocab)
         _specs[:] = specs
-        _seed_of["seed"] = args.seed
+        pools.append(multiprocessing.get_context("fork").Pool(max(1, a.jobs)))
         # largest first keeps every worker busy to the end; the file still takes them in its own order
-        order = sorted(range(len(specs)), key=lambda i: -specs[i].nbytes())
-        pool = multiprocessing.get_context("fork").Pool(max(1, a.jobs))
-        state["pool"] = pool
-        state["pending"] = {i: pool.apply_async(_tensor_bytes, (i,)) for i in order}
-        state["next"] = 0
+        for i in sorted(range(len(specs)), key=lambda i: -specs[i].nbytes()):
+            pending[i] = pools[0].apply_async(_tensor_bytes, (i, args.seed))
         return specs
 
     def gen_from_pool(spec, seed):
-        i = state["next"]
-        assert _specs[i] is spec and seed == _seed_of["seed"], "make_tiny.py asked for tensors out of order"
-        state["next"] = i + 1
-        data = state["pending"].pop(i).get()
+        i = len(_specs) - len(pending)  # make_tiny.py takes the tensors in the specs' order
+        assert _specs[i] is spec, "make_tiny.py asked for tensors out of order"
+        data = pending.pop(i).get()
         n, done = len(_specs), i + 1
         if sys.stderr.isatty():
             print(f"\r{done}/{n} tensors", end="\n" if done == n else "", file=sys.stderr, flush=True)
@@ -85,8 +80,8 @@ def main(argv=None) -> int:
     try:
         mod.main(rest)
     finally:
-        if "pool" in state:
-            state["pool"].terminate()
+        for pool in pools:
+            pool.terminate()
     return 0
 
 

@@ -43,9 +43,9 @@ def webgpu_calls(dl, whole: bool = False) -> int:
     and the dispatch, plus the pipeline where it changes; 2 per compute pass (begin, end), 1 per copy; per submitted
     piece an encoder, finish and submit (and the pass it reopens; `whole`: one piece, as queued steps go); plus
     writeBuffer, the logits copy, map, getMappedRange and unmap."""
-    from ..gpu.commands import helper
+    from ..gpu.commands import ops_per_piece
 
-    every = (0 if whole else int(helper().splitEvery)) or dl.count
+    every = ops_per_piece(dl.count, whole)
     calls, in_pass, pipeline = 5, False, None
     for i, op in enumerate(dl.ops):
         if i and i % every == 0:  # a new piece: finish + submit, a new encoder
@@ -152,6 +152,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
 
         if not args.get("queue_ahead", True):
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
+        queued = bool(getattr(dec, "chains", False))
         ahead = int(args.get("steps_ahead", 1))
         with gc_clock.GcClock() as gcc:
             reps, step_ms, (c0, c1, c2), parts = await timing.time_prefill_and_decode(
@@ -202,8 +203,8 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                         "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],
                         "flops_per_token": prefill_cost["flops"], "gc": gc_clock.spent(c0, c1)},
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
-                       "queued_ahead": bool(getattr(dec, "chains", False)),
-                       "steps_ahead": ahead if getattr(dec, "chains", False) else 0,
+                       "queued_ahead": queued,
+                       "steps_ahead": ahead if queued else 0,
                        "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
                        "ms_p90": round(sorted(step_ms)[(9 * len(step_ms)) // 10], 4),
                        # every step, and with queued steps its launch (the next step's encode + submit) and wait
@@ -213,7 +214,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                        "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"],
                        "gc": gc_clock.spent(c1, c2)},
             "dispatches_per_token": dec.dl.count,
-            "webgpu_calls_per_token": webgpu_calls(dec.dl, whole=bool(getattr(dec, "chains", False))),
+            "webgpu_calls_per_token": webgpu_calls(dec.dl, whole=queued),
             "gpu_bytes": gpu_bytes(dec, header),
             "per_token": decode_cost,
             "profile": prof,

@@ -100,10 +100,10 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1):
 def submit_pieces(dl, whole: bool = False) -> list:
     """The compute passes of each piece the replay helper submits one token's list in (commands.recordSplit,
     splitEvery ops a piece, or with `whole` one piece, as queued steps go; a copy between dispatches ends a pass)."""
-    from ..gpu.commands import helper
+    from ..gpu.commands import ops_per_piece
 
     kinds = [op[0] for op in dl.ops]
-    every = (0 if whole else int(helper().splitEvery)) or len(kinds)
+    every = ops_per_piece(len(kinds), whole)
     out = []
     for start in range(0, len(kinds), every):
         piece = kinds[start:start + every]

@@ -155,6 +155,12 @@ def set_submit_split(gpu, ops_per_submit: int) -> None:
     helper().splitEvery = int(ops_per_submit)
 
 
+def ops_per_piece(n_ops: int, whole: bool = False) -> int:
+    """How many of a list's `n_ops` operations recordSplit submits together: splitEvery, or all of them where the
+    list goes whole (queued steps, step(..., whole)) or splitEvery is 0."""
+    return (0 if whole else int(helper().splitEvery)) or n_ops
+
+
 def track_errors(gpu):
     """Collect uncaptured WebGPU errors into a JS array that `check_errors` turns into an exception."""
     gpu.js_errors = js.Array.new()

@@ -12,9 +12,7 @@ L=$1; shift; PAIRS=2; NAMES=(); DEST=${OUT:-$PWD}
 for a in "$@"; do if [[ $a =~ ^[0-9]+$ ]]; then PAIRS=$a; else NAMES+=("$a"); fi; done
 source .gpu-carry/setup_env.sh
 for n in "${NAMES[@]}"; do rm -rf "$T/ab-$n" && mkdir -p "$T/ab-$n" && tar xzf ".gpu-carry/$n.tar.gz" -C "$T/ab-$n"; done
-M="$MODELS/real$L-qwen35moe.gguf"
-[ -f "$M.done" ] || { python3 tools/make_tiny_parallel.py .gpu-carry/make_tiny.py -- --arch qwen35moe --preset real --layers "$L" --out "$M" \
-  > "$DEST/gen.log" 2>&1 && touch "$M.done"; }
+real_model "$L" "$DEST/gen.log"
 echo "$(el) model ready: $M"
 bench() {  # snapshot, output name, extra bench flags
   (cd "$T/ab-$1" && PYTHONPATH="$T/site:$T/ab-$1" timeout 60 python3 -m diskformer.cli bench --model "$M" \

@@ -4,8 +4,7 @@
 set -u
 source .gpu-carry/setup_env.sh
 L=${1:-8}
-M="$MODELS/real$L-qwen35moe.gguf"
-[ -f "$M.done" ] || { python3 tools/make_tiny_parallel.py .gpu-carry/make_tiny.py -- --arch qwen35moe --preset real --layers "$L" --out "$M" >/dev/null && touch "$M.done"; }
+real_model "$L" /dev/null
 python3 -m diskformer.cli bench-uploads --count 64
 python3 -m diskformer.cli bench --model "$M" --budgets all
 python3 -m diskformer.cli bench --model "$M" --budgets all --no-profile --decode 64 --step-by-step

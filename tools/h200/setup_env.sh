@@ -9,3 +9,11 @@ mkdir -p "$T/pyodide" "$T/models"
 [ -d "$T/site/gguf" ] || python3 -m pip install -q --no-index --no-deps --target "$T/site" .whl/*.whl
 export PYTHONPATH="$T/site:$PWD" DISKFORMER_NODE="$T/node" DISKFORMER_PYODIDE="$T/pyodide" DAWN_NODE="$T/dawn.node"
 export PYTHONUNBUFFERED=1 MODELS="$T/models"
+
+# real_model LAYERS LOG: the real-dimension qwen35moe file of that many layers (default seed), made once per machine
+# (tools/make_tiny_parallel.py, all cores); sets M to its path; make_tiny's output goes to LOG
+real_model() {
+  M="$MODELS/real$1-qwen35moe.gguf"
+  [ -f "$M.done" ] || { python3 tools/make_tiny_parallel.py .gpu-carry/make_tiny.py -- --arch qwen35moe --preset real \
+    --layers "$1" --out "$M" > "$2" 2>&1 && touch "$M.done"; }
+}
