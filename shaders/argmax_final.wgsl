@@ -10,6 +10,7 @@ const NONE: u32 = 0xffffffffu;
 var<workgroup> val: array<f32, 256>;
 var<workgroup> idx: array<u32, 256>;
 #include "argmax_reduce.wgsl"
+#include "argmax_step_{{STEP}}.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
@@ -37,5 +38,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
   if (t == 0u) {
     out[0] = idx[0];
     out[1] = bitcast<u32>(val[0]);
+    after_argmax(idx[0]);
   }
 }

@@ -92,6 +92,7 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
     h, dev = helper(), gpu.device
     pos = max(dec.pos - 1, 0)
     write_buffer(gpu, dec.step_buf, 0, struct.pack("<4I", 0, pos, pos + 1, 0))
+    dec.next_step_on_gpu = False
     times = {name: [] for name in variants}
     encode = []
     try:

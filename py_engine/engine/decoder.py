@@ -12,7 +12,7 @@ import time
 from ..gguf import read_gguf_file
 from ..gguf.supported import check_supported
 from ..gguf.types import GGMLType
-from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, upload
+from ..gpu.buffers import COPY_DST, MAP_READ, STORAGE, UNIFORM, create_buffer, upload
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
 from ..gpu.kernels import Kernels
@@ -66,6 +66,9 @@ class Decoder:
         self.kv_format = kv_format
         self.pos = 0
         self._in_flight = []  # argmax_stagings indices of launched, uncollected greedy steps, oldest first
+        # the step buffer holds the next position's parameters, left by the last launched step's argmax (_launch);
+        # anything that writes the step buffer from the host says False
+        self.next_step_on_gpu = False
         # while a benchmark times each greedy step's submitted pieces on the GPU (timing.step_passes): a callable
         # giving each launched step its timestamp writes (the replay helper's `ts`); None otherwise
         self.step_stamps = None
@@ -112,10 +115,11 @@ class Decoder:
             # all experts resident: layer i's pool is its own expert tensor, slot = expert id
             ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
             slot_map = upload(gpu, ident, "slot_map")
-            step_buf = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
+            step_buf = create_buffer(gpu, 16, UNIFORM | STORAGE | COPY_DST, "step")
         source.close()
         dec = cls(gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format)
-        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format, q8_act=q8_act)
+        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format, q8_act=q8_act,
+                           advance_step=True)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
@@ -136,6 +140,7 @@ class Decoder:
     def reset(self):
         """Forget the sequence (the cache rows are overwritten as positions are fed again)."""
         self.pos = 0
+        self.next_step_on_gpu = False
 
     def _check_tokens(self, tokens):
         for t in tokens:
@@ -161,6 +166,7 @@ class Decoder:
             return
         self._check_tokens(tokens)
         t0 = time.perf_counter()
+        self.next_step_on_gpu = False
         if self.prefill is not None and len(tokens) > 1:
             self.stats["ffi_calls"] += 3 * self.prefill.feed(tokens, self.pos)  # 2 writeBuffers + replay per chunk
             self.pos += len(tokens)
@@ -211,11 +217,17 @@ class Decoder:
         argmax = self.acts["argmax"]
         pos = self.pos if advance else self.pos - 1
         ts = self.step_stamps() if self.step_stamps is not None else None
+        gpu_advance = self.kern.advance_step
+        # the step launched before this one left this one's parameters in the step buffer (its argmax's dispatch):
+        # no writeBuffer and no copy of the id between the two tokens
+        words_on_gpu = token is None and advance and gpu_advance and self.next_step_on_gpu
+        words = None if words_on_gpu else [0 if token is None else token, pos, pos + 1, int(gpu_advance)]
+        token_from = None if token is not None or words_on_gpu else argmax
         # one submit: the GPU has the step queued before this one to run while this is encoded, so pieces
         # (splitEvery) would only add submit boundaries (~40 µs a token on an H100, docs/benchmarks.md)
-        promise = helper().step(self.gpu.device, self.step_buf, [0 if token is None else token, pos, pos + 1, 0],
-                                ops, argmax, 0, self.argmax_stagings[ring], 8, None if token is not None else argmax,
-                                ts, True)
+        promise = helper().step(self.gpu.device, self.step_buf, words, ops, argmax, 0, self.argmax_stagings[ring], 8,
+                                token_from, ts, True)
+        self.next_step_on_gpu = gpu_advance
         self._in_flight.append(ring)
         self.stats["ffi_calls"] += 2  # .step + call
         if advance:
@@ -247,6 +259,7 @@ class Decoder:
             self._check_tokens([token])
         t0 = time.perf_counter()
         pos = self.pos - 1 if head else self.pos
+        self.next_step_on_gpu = False
         data = await helper().step(self.gpu.device, self.step_buf, [token, pos, pos + 1, 0],
                                    self.prefill.head.ops if head else self.dl.ops, out, 0, staging, nbytes)
         data = data.to_bytes()

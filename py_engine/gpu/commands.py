@@ -79,10 +79,11 @@ _HELPER_JS = r"""
   // the bytes (or null without `out`, once the GPU is done). tokenFrom: a buffer whose first word replaces the
   // step's token on the GPU before the token's ops run (the previous step's argmax: greedy steps can then be
   // queued before the previous one is read back). ts: null, or {querySet, base} (recordSplit: 2 queries a piece).
-  // whole: one submit, not pieces of splitEvery ops.
+  // whole: one submit, not pieces of splitEvery ops. stepWords null: the step buffer already holds this token's
+  // parameters (the step before wrote them on the GPU: argmax_step_next.wgsl).
   async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null,
              whole = false) {
-    device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
+    if (stepWords !== null) device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
     const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
     const enc = this.recordSplit(device, ops, first, ts, whole ? 0 : this.splitEvery);
     if (out === null) {

@@ -136,8 +136,11 @@ def attention_splits(n_ctx: int, max_splits: int = ATTENTION_MAX_SPLITS) -> int:
 class Kernels:
     def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16",
                  matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS, q8_act: bool = True,
-                 matvec_min_groups: "int | None" = None):
+                 matvec_min_groups: "int | None" = None, advance_step: bool = False):
         self.gpu = gpu
+        # the output head's argmax also writes the next greedy step's parameters into step_buffer (which then needs
+        # STORAGE usage) when the step asks for it (argmax_step_next.wgsl)
+        self.advance_step = advance_step
         # workgroups a small product is widened to (matvec_lanes); None: by adapter
         self.matvec_min_groups = matvec_min_groups if matvec_min_groups is not None else (
             0 if gpu.cpu_adapter else MATVEC_MIN_GROUPS)
@@ -368,4 +371,8 @@ class Kernels:
         """out[0] = the index of the largest of m (value, index) partials (row_argmax_parts.wgsl's layout, in
         increasing index ranges; ties to the lower index), out[1] its f32 bits."""
         params = self._params("4I", m, 0, 0, 0, label=label)
-        self._record(dl, "argmax_final.wgsl", {}, {0: params, 1: parts, 2: out}, (1, 1), label)
+        bindings = {0: params, 1: parts, 2: out}
+        if self.advance_step:
+            bindings[3] = self.step
+        self._record(dl, "argmax_final.wgsl", {"STEP": "next" if self.advance_step else "none"}, bindings, (1, 1),
+                     label)
