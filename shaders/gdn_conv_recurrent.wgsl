@@ -11,9 +11,13 @@
 //   S     *= exp(g);  d = beta · (v − Sᵀk);  S += k ⊗ d;  o = Sᵀq
 // S of a head is dk × dv, stored key-major (state[h][i][j], i = key index, j = value index) so that neighbouring
 // invocations (neighbouring j) read neighbouring words. A workgroup of 256 covers COLS value columns j (8); the
-// SLICES lanes of a column (32) split its key rows (i ≡ slice mod SLICES) and keep them in registers between the two
-// passes, so each lane walks dk / SLICES rows instead of all dk twice: the kernel is a chain of dependent steps
-// (loads, sums), and the shorter each lane's part and the more workgroups share a head, the shorter the chain.
+// SLICES lanes of a column (32) split its key rows (i ≡ slice mod SLICES) and keep them in registers.
+// The kernel is a chain of dependent steps (loads, sums), so it takes every sum in one pass over the rows: with
+// A = S'ᵀk and B = S'ᵀq of the raw (unnormalised) q and k (S' = S · exp(g)), and ||q||², ||k||², q·k,
+//   d = beta · (v − ks·A),   o = Sᵀq after the update = qs · (B + ks · d · q·k)
+// (ks, qs the l2 scales), so one column sum gives all five and the state's loads are issued with the conv's,
+// before q and k are staged. Each column's lanes cover all dk rows, so every column gets the same ||q||², ||k||²
+// and q·k.
 // Position 0 starts a sequence: the stored S and conv inputs read as zeros (no clearing pass).
 // Workgroups: (ceil(dv / COLS), n_v_heads). Correct for any subgroup size (no subgroup operations).
 #include "step.wgsl"
@@ -33,72 +37,91 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> out: array<f32>;  // o[h * dv + j]
 
 #include "gdn_conv_step.wgsl"
+#include "softplus.wgsl"
+#include "gdn_lanes.wgsl"
+
+// each lane's part of its column's sums: (A, B, ||q||², ||k||²) and q·k
+var<workgroup> part4: array<vec4<f32>, WG>;
+var<workgroup> part_qk: array<f32, WG>;
 
 // Conv channel e's output at this token.
 fn qkv_at(e: u32) -> f32 {
   return conv_silu_at(e, dn[p.x_base + e], step.pos);
 }
 
-#include "gdn_columns.wgsl"
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
   let h = wg.y;
   let kh = h % p.n_k_heads;
-  let j = wg.x * COLS + t % COLS;
+  let col = t % COLS;
+  let j = wg.x * COLS + col;
   let slice = t / COLS;
   let live = j < p.dv;                 // lanes past dv still take part in the barriers
-  // this column's v input first: its loads then overlap the q/k staging's instead of following the column sum
+  let sb = h * p.dk * p.dv + j;
+  let fresh = step.pos == 0u;
+  // every load this lane needs before the barrier, issued together: its state rows, its column's v input, and
+  // (lanes below dk) one channel of the key head's q and k
+  // (constant trip counts, so a compiler can unroll and keep `rows` in registers)
+  var rows: array<f32, MAX_ROWS>;
+  for (var r = 0u; r < MAX_ROWS; r++) {
+    let i = slice + r * SLICES;
+    var s = 0.0;
+    if (i < p.dk && live && !fresh) {
+      s = state[sb + i * p.dv];
+    }
+    rows[r] = s;
+  }
   let v_at = p.v_base + h * p.dv + j;
   var v_in = 0.0;
   if (live) {
     v_in = qkv_at(v_at);
   }
-  let scales = load_qk(t, p.q_base + kh * p.dk, p.k_base + kh * p.dk);
-  let q_scale = scales.x;
-  let k_scale = scales.y;
-
+  for (var i = t; i < p.dk; i += WG) {
+    q_sh[i] = qkv_at(p.q_base + kh * p.dk + i);
+    k_sh[i] = qkv_at(p.k_base + kh * p.dk + i);
+  }
   let beta = 1.0 / (1.0 + exp(-dn[h]));
   let decay = exp(softplus(dn[p.n_v_heads + h] + dt_bias[h]) * ssm_a[h]);
-  let sb = h * p.dk * p.dv + j;
-  let fresh = step.pos == 0u;
+  workgroupBarrier();
 
-  // this lane's rows of column j, decayed; and their part of Sᵀk
-  // (constant trip counts, so a compiler can unroll and keep `rows` in registers)
-  var rows: array<f32, MAX_ROWS>;
-  var s_k = 0.0;
+  var sums = vec4<f32>(0.0);
+  var qk = 0.0;
   for (var r = 0u; r < MAX_ROWS; r++) {
     let i = slice + r * SLICES;
-    var s = 0.0;
     if (i < p.dk) {
-      if (live && !fresh) {
-        s = state[sb + i * p.dv] * decay;
-      }
-      s_k += s * k_sh[i];
+      let s = rows[r] * decay;
+      rows[r] = s;
+      let qv = q_sh[i];
+      let kv = k_sh[i];
+      sums += vec4<f32>(s * kv, s * qv, qv * qv, kv * kv);
+      qk += qv * kv;
     }
-    rows[r] = s;
   }
-  s_k = column_sum(s_k, t) * k_scale;
-  var d = 0.0;
+  part4[t] = sums;
+  part_qk[t] = qk;
+  workgroupBarrier();
+  sums = vec4<f32>(0.0);
+  qk = 0.0;
+  for (var s = 0u; s < SLICES; s++) {
+    sums += part4[s * COLS + col];
+    qk += part_qk[s * COLS + col];
+  }
+  let q_scale = 1.0 / (max(sqrt(sums.z), p.eps) * sqrt(f32(p.dk)));
+  let k_scale = 1.0 / max(sqrt(sums.w), p.eps);
   if (live) {
-    d = (v_in - s_k) * beta;
-  }
-  var o = 0.0;
-  for (var r = 0u; r < MAX_ROWS; r++) {
-    let i = slice + r * SLICES;
-    if (i < p.dk) {
-      let s = rows[r] + k_sh[i] * k_scale * d;
-      if (live) {
-        state[sb + i * p.dv] = s;
+    let d = (v_in - sums.x * k_scale) * beta;
+    let kd = k_scale * d;
+    for (var r = 0u; r < MAX_ROWS; r++) {
+      let i = slice + r * SLICES;
+      if (i < p.dk) {
+        state[sb + i * p.dv] = rows[r] + k_sh[i] * kd;
       }
-      o += s * q_sh[i];
     }
-  }
-  o = column_sum(o, t);
-  if (live && slice == 0u) {
-    out[h * p.dv + j] = o * q_scale;
-    conv_keep(v_at, dn[p.x_base + v_at], step.pos);
+    if (slice == 0u) {
+      out[h * p.dv + j] = q_scale * (sums.y + kd * qk);
+      conv_keep(v_at, dn[p.x_base + v_at], step.pos);
+    }
   }
   if (wg.x == 0u && h < p.n_k_heads) {  // h = kh: the first value head of this key head
     for (var i = t; i < p.dk; i += WG) {

@@ -1,6 +1,7 @@
-// The lane layout of the one-token DeltaNet recurrence (gdn_conv_recurrent.wgsl, through gdn_columns.wgsl): a
-// workgroup of 256 covers COLS value columns j of a head's state S; the SLICES lanes of a column split its key rows
-// (i ≡ slice mod SLICES) and keep them in registers (MAX_ROWS each); a row's q and k staged in workgroup memory.
+// The lane layout of the one-token DeltaNet recurrence (gdn_conv_recurrent.wgsl): a workgroup of 256 covers COLS
+// value columns j of a head's state S; the SLICES lanes of a column split its key rows (i ≡ slice mod SLICES) and
+// keep them in registers (MAX_ROWS each); a row's q and k staged in workgroup memory (also by the chunk's q/k
+// scales pass, gdn_qk_scales.wgsl).
 const WG: u32 = 256u;
 const COLS: u32 = {{GDN_COLS}}u;      // value columns per workgroup (qwen35_kernels.GDN_COLS)
 const SLICES: u32 = WG / COLS;         // lanes per column, each over key rows i ≡ slice (mod SLICES)

@@ -1,8 +1,7 @@
-// Shared by the one-token DeltaNet recurrence and the chunk's q/k scales (gdn_qk_scales.wgsl): the load of one row's
-// q and k of key head kh into workgroup memory with their L2 scales (ggml_l2_norm: x / max(||x||, eps); q also
-// times 1/sqrt(dk)). The includer declares p (dk, eps), WG, q_sh, k_sh, red_q, red_k and qkv_at(e): the value e of
-// its q | k | v (read from memory, or computed there). Every lane of the workgroup must call it.
-#include "softplus.wgsl"
+// The chunk's q/k scales pass (gdn_qk_scales.wgsl): the load of one row's q and k of key head kh into workgroup
+// memory with their L2 scales (ggml_l2_norm: x / max(||x||, eps); q also times 1/sqrt(dk)). The includer declares
+// p (dk, eps), WG, q_sh, k_sh, red_q, red_k and qkv_at(e): the value e of its q | k | v. Every lane of the
+// workgroup must call it.
 
 // (q_scale, k_scale) of the q and k rows at qkv_at(q_at ..) and qkv_at(k_at ..) (dk values each), staged in q_sh /
 // k_sh.

@@ -1,6 +1,6 @@
 // Ahead of the chunk's DeltaNet recurrence (gdn_recurrent_cols.wgsl), for every row and key head at once: the L2
-// scales of q and k (load_qk of gdn_qk_norm.wgsl: the same sums in the same order, so the same values the
-// one-token kernel computes) and q·k of the raw rows, out[(row · n_k_heads + kh)] = (q_scale, k_scale, q·k, 0). The
+// scales of q and k (load_qk of gdn_qk_norm.wgsl; the one-token kernel takes the same sums in its column sums, in
+// another order) and q·k of the raw rows, out[(row · n_k_heads + kh)] = (q_scale, k_scale, q·k, 0). The
 // recurrence then needs no reduction over the key rows but its column sums. Workgroups: (n_k_heads, T).
 #include "chunk.wgsl"
 struct Params { n_k_heads: u32, dk: u32, q_base: u32, k_base: u32, qkv_stride: u32, eps: f32, pad0: u32, pad1: u32 }
@@ -13,7 +13,10 @@ fn qkv_at(e: u32) -> f32 {
   return qkv[e];
 }
 
-#include "gdn_columns.wgsl"
+#include "gdn_lanes.wgsl"
+var<workgroup> red_q: array<f32, WG>;
+var<workgroup> red_k: array<f32, WG>;
+#include "gdn_qk_norm.wgsl"
 const SUM_LANES: u32 = WG;
 #include "workgroup_sum.wgsl"
 
