@@ -420,6 +420,19 @@ async def main(args):
     for _ in range(12):
         ids.append((await dec.step_argmax(ids[-1]))[0])
     out["one_by_one"] = ids
+    # queued steps fed on the GPU after steps the host wrote the parameters of (the id copied into them) and after
+    # queued ones (the argmax left them: Decoder.next_step_on_gpu), in turns
+    dec.reset()
+    mixed = [(await dec.step_prompt_argmax(prompt))[0]]
+    mixed.append((await dec.collect_argmax(dec.launch_argmax(None)))[0])
+    mixed.append((await dec.collect_argmax(dec.launch_argmax(None)))[0])
+    mixed.append((await dec.step_argmax(mixed[-1]))[0])
+    mixed.append((await dec.collect_argmax(dec.launch_argmax(None)))[0])
+    out["mixed"] = mixed
+    dec.reset()
+    first, _ = await dec.step_prompt_argmax(prompt)
+    handles = [dec.launch_argmax(None), dec.launch_argmax(None)]
+    out["queued_after_prompt"] = [first] + [(await dec.collect_argmax(h))[0] for h in handles]
     handles = [dec.launch_argmax(ids[-1]), dec.launch_argmax(None), dec.launch_argmax(None)]
     try:
         dec.launch_argmax(None)
@@ -454,6 +467,14 @@ def test_bench_queued_steps_one_or_two_ahead_equal_steps_one_by_one(recurrent_ou
     assert len(out["one_by_one"]) == 13
     assert out["ahead1"] == out["one_by_one"] and out["ahead2"] == out["one_by_one"]
     assert "3 greedy steps are in flight" in out["fourth_launch"]
+
+
+def test_queued_steps_after_host_written_steps_feed_the_right_token(recurrent_out):
+    """A queued step after a step read back one by one takes the argmax by a copy; after a queued step, from the
+    parameters that step's argmax left in the step buffer: either way the ids of steps read one by one."""
+    _, out = recurrent_out
+    assert out["mixed"] == out["one_by_one"][:5]
+    assert out["queued_after_prompt"] == out["one_by_one"][:3]
 
 
 def test_recurrent_model_reuses_state_across_turns_and_after_abort(recurrent_out):
