@@ -186,8 +186,12 @@ def _step_parts(dec) -> list:
     one's result (the host paces the decode where the wait is near zero); nothing for unqueued steps."""
     if "launch_ms_median" not in dec:
         return []
-    return [f"  each step: launch the next       median {dec['launch_ms_median']:.3f} ms (encode + submit), then "
-            f"wait {dec['wait_ms_median']:.3f} ms for this one's result"]
+    lines = [f"  each step: launch the next       median {dec['launch_ms_median']:.3f} ms (encode + submit), then "
+             f"wait {dec['wait_ms_median']:.3f} ms for this one's result"]
+    if "encode_ms_median" in dec:
+        lines.append(f"    of the launch (medians)        the JS encode {dec['encode_ms_median']:.3f} ms, the submit "
+                     f"{dec['submit_ms_median']:.3f} ms (the rest Python and the FFI)")
+    return lines
 
 
 def _gc(g: dict) -> str:

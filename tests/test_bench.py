@@ -116,6 +116,11 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
                for a, b, ms in zip(dec["launch_ms"], dec["wait_ms"], dec["steps_ms"]))
     assert dec["ms_min"] <= dec["ms_median"] <= dec["ms_p90"] <= max(dec["steps_ms"])
     assert "each step: launch the next" in printed and "p90" in printed
+    # each launch split as the replay helper timed it: the JS encode, the submit; within the step's launch
+    assert len(dec["encode_ms"]) == len(dec["submit_ms"]) == 8  # the first step's launch and the 7 queued
+    assert 0 < dec["encode_ms_median"] and 0 <= dec["submit_ms_median"]
+    assert dec["encode_ms_median"] + dec["submit_ms_median"] <= max(dec["launch_ms"])
+    assert "the JS encode" in printed
     # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
     assert 0 < d["ffi_calls_per_token"]["decode"] < 20

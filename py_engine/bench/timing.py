@@ -75,25 +75,37 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1):
     """`n` greedy steps after `tok` as greedy generation runs them (GpuBackend.decode_step): each queued behind the
     previous one, fed with its argmax on the GPU. With `ahead` > 1 (up to STEPS_IN_FLIGHT - 1) that many steps stay
     queued behind the one read back, so that a late readback of one step cannot leave the GPU without work.
-    Returns (step_ms, {"launch_ms", "wait_ms"}, the greedy ids): a step's time is from the previous step's result
-    to its own."""
+    Returns (step_ms, {"launch_ms", "wait_ms", "encode_ms", "submit_ms"}, the greedy ids): a step's time is from
+    the previous step's result to its own; encode_ms / submit_ms split each launch as the replay helper timed it
+    (its JS encode up to the finished command buffer; Dawn's submit and the map request), so the rest of the launch
+    is Python's and the FFI's."""
     if not 1 <= ahead < STEPS_IN_FLIGHT:
         raise ValueError(f"steps ahead: {ahead} (1 to {STEPS_IN_FLIGHT - 1})")
+    import js
+
+    from ..gpu.commands import helper
+
     step_ms, parts, ids = [], {"launch_ms": [], "wait_ms": []}, []
-    t = time.perf_counter()
-    handles = [dec.launch_argmax(tok)]
-    launched_n = 1
-    for i in range(n):
-        while launched_n < n and len(handles) <= ahead:
-            handles.append(dec.launch_argmax(None))
-            launched_n += 1
-        launched = time.perf_counter()
-        ids.append((await dec.collect_argmax(handles.pop(0)))[0])
-        now = time.perf_counter()
-        step_ms.append((now - t) * 1e3)
-        parts["launch_ms"].append((launched - t) * 1e3)
-        parts["wait_ms"].append((now - launched) * 1e3)
-        t = now
+    times = helper().stepTimes = js.Array.new()
+    try:
+        t = time.perf_counter()
+        handles = [dec.launch_argmax(tok)]
+        launched_n = 1
+        for _ in range(n):
+            while launched_n < n and len(handles) <= ahead:
+                handles.append(dec.launch_argmax(None))
+                launched_n += 1
+            launched = time.perf_counter()
+            ids.append((await dec.collect_argmax(handles.pop(0)))[0])
+            now = time.perf_counter()
+            step_ms.append((now - t) * 1e3)
+            parts["launch_ms"].append((launched - t) * 1e3)
+            parts["wait_ms"].append((now - launched) * 1e3)
+            t = now
+    finally:
+        helper().stepTimes = None
+    times = times.to_py()
+    parts["encode_ms"], parts["submit_ms"] = times[0::2], times[1::2]
     return step_ms, parts, ids
 
 

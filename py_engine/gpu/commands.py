@@ -80,9 +80,13 @@ _HELPER_JS = r"""
   // step's token on the GPU before the token's ops run (the previous step's argmax: greedy steps can then be
   // queued before the previous one is read back). ts: null, or {querySet, base} (recordSplit: 2 queries a piece).
   // whole: one submit, not pieces of splitEvery ops. stepWords null: the step buffer already holds this token's
-  // parameters (the step before wrote them on the GPU: argmax_step_next.wgsl).
+  // parameters (the step before wrote them on the GPU: argmax_step_next.wgsl). stepTimes: null, or an array a
+  // benchmark set, to which each step adds its ms in the encode (up to the finished command buffer) and in the submit
+  // and map request.
+  stepTimes: null,
   async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null,
              whole = false) {
+    const t0 = performance.now();
     if (stepWords !== null) device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
     const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
     const enc = this.recordSplit(device, ops, first, ts, whole ? 0 : this.splitEvery);
@@ -92,8 +96,11 @@ _HELPER_JS = r"""
       return null;
     }
     enc.copyBufferToBuffer(out, outOffset, staging, 0, nbytes);
-    device.queue.submit([enc.finish()]);
-    await staging.mapAsync(GPUMapMode.READ);
+    const commands = enc.finish(), t1 = performance.now();
+    device.queue.submit([commands]);
+    const mapped = staging.mapAsync(GPUMapMode.READ);
+    if (this.stepTimes) this.stepTimes.push(t1 - t0, performance.now() - t1);
+    await mapped;
     const bytes = new Uint8Array(staging.getMappedRange(0, nbytes)).slice();
     staging.unmap();
     return bytes;
