@@ -79,9 +79,7 @@ def kernel_kind(label: str) -> str:
 
 async def profile(dec, repeats: int = 5) -> dict:
     """One decoded token: per kernel kind, dispatches and median GPU µs; plus the busy sum and the span."""
-    pos = max(dec.pos - 1, 0)  # re-run the last fed position: rewrites its own KV row, moves nothing
-    dec.next_step_on_gpu = False
-    return await profile_list(dec.gpu, dec.dl, dec.step_buf, [0, pos, pos + 1, 0], repeats)
+    return await profile_list(dec.gpu, dec.dl, dec.step_buf, dec.replay_step_words(), repeats)
 
 
 async def profile_prefill(dec, pos0: int, repeats: int = 3) -> dict:

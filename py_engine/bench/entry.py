@@ -38,15 +38,16 @@ def counters(dec) -> dict:
     return {k: dec.stats[k] for k in ("syncs", "ffi_calls")}
 
 
-def webgpu_calls(dl, whole: bool = False) -> int:
+def webgpu_calls(dl, queued: bool = False) -> int:
     """JS -> WebGPU calls the replay helper makes per token (py_engine/gpu/commands.py): per dispatch a bind group
     and the dispatch, plus the pipeline where it changes; 2 per compute pass (begin, end), 1 per copy; per submitted
-    piece an encoder, finish and submit (and the pass it reopens; `whole`: one piece, as queued steps go); plus
-    writeBuffer, the logits copy, map, getMappedRange and unmap."""
+    piece an encoder, finish and submit (and the pass it reopens; `queued` steps go in one piece); plus the
+    writeBuffer of the step's parameters (not for queued steps: the step before left them on the GPU), the result's
+    copy, map, getMappedRange and unmap."""
     from ..gpu.commands import ops_per_piece
 
-    every = ops_per_piece(dl.count, whole)
-    calls, in_pass, pipeline = 5, False, None
+    every = ops_per_piece(dl.count, queued)
+    calls, in_pass, pipeline = 4 if queued else 5, False, None
     for i, op in enumerate(dl.ops):
         if i and i % every == 0:  # a new piece: finish + submit, a new encoder
             calls += 3 + (1 if in_pass else 0)
@@ -214,7 +215,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                        "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"],
                        "gc": gc_clock.spent(c1, c2)},
             "dispatches_per_token": dec.dl.count,
-            "webgpu_calls_per_token": webgpu_calls(dec.dl, whole=queued),
+            "webgpu_calls_per_token": webgpu_calls(dec.dl, queued=queued),
             "gpu_bytes": gpu_bytes(dec, header),
             "per_token": decode_cost,
             "profile": prof,

@@ -90,9 +90,7 @@ async def measure(dec, pipes, replays: int = 20, rounds: int = 3) -> dict:
     qs, resolve, read = timestamp_queries(gpu, 2, "kernel_costs") if stamped else (None, None, None)
     span = run_js(_SPAN_JS)
     h, dev = helper(), gpu.device
-    pos = max(dec.pos - 1, 0)
-    write_buffer(gpu, dec.step_buf, 0, struct.pack("<4I", 0, pos, pos + 1, 0))
-    dec.next_step_on_gpu = False
+    write_buffer(gpu, dec.step_buf, 0, struct.pack("<4I", *dec.replay_step_words()))
     times = {name: [] for name in variants}
     encode = []
     try:

@@ -191,9 +191,7 @@ async def replay_rate(dec, n: int = 50) -> dict:
     from ..gpu.commands import helper
 
     h, dev = helper(), dec.gpu.device
-    pos = max(dec.pos - 1, 0)
-    write_buffer(dec.gpu, dec.step_buf, 0, struct.pack("<4I", 0, pos, pos + 1, 0))
-    dec.next_step_on_gpu = False
+    write_buffer(dec.gpu, dec.step_buf, 0, struct.pack("<4I", *dec.replay_step_words()))
     await dev.queue.onSubmittedWorkDone()
     t0 = time.perf_counter()
     for _ in range(n):

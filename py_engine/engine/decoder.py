@@ -142,6 +142,14 @@ class Decoder:
         self.pos = 0
         self.next_step_on_gpu = False
 
+    def replay_step_words(self) -> list:
+        """The step parameters that run the last fed position again (it rewrites its own KV row, moves nothing), for
+        a benchmark that writes them into the step buffer itself, which then no longer holds what a queued step's
+        argmax left there."""
+        self.next_step_on_gpu = False
+        pos = max(self.pos - 1, 0)
+        return [0, pos, pos + 1, 0]
+
     def _check_tokens(self, tokens):
         for t in tokens:
             if not 0 <= t < self.n_vocab:
@@ -217,17 +225,16 @@ class Decoder:
         argmax = self.acts["argmax"]
         pos = self.pos if advance else self.pos - 1
         ts = self.step_stamps() if self.step_stamps is not None else None
-        gpu_advance = self.kern.advance_step
         # the step launched before this one left this one's parameters in the step buffer (its argmax's dispatch):
         # no writeBuffer and no copy of the id between the two tokens
-        words_on_gpu = token is None and advance and gpu_advance and self.next_step_on_gpu
-        words = None if words_on_gpu else [0 if token is None else token, pos, pos + 1, int(gpu_advance)]
+        words_on_gpu = token is None and advance and self.next_step_on_gpu
+        words = None if words_on_gpu else [0 if token is None else token, pos, pos + 1, int(self.kern.advance_step)]
         token_from = None if token is not None or words_on_gpu else argmax
         # one submit: the GPU has the step queued before this one to run while this is encoded, so pieces
         # (splitEvery) would only add submit boundaries (~40 µs a token on an H100, docs/benchmarks.md)
         promise = helper().step(self.gpu.device, self.step_buf, words, ops, argmax, 0, self.argmax_stagings[ring], 8,
                                 token_from, ts, True)
-        self.next_step_on_gpu = gpu_advance
+        self.next_step_on_gpu = self.kern.advance_step
         self._in_flight.append(ring)
         self.stats["ffi_calls"] += 2  # .step + call
         if advance:
