@@ -186,8 +186,10 @@ def _step_parts(dec) -> list:
     one's result (the host paces the decode where the wait is near zero); nothing for unqueued steps."""
     if "launch_ms_median" not in dec:
         return []
+    per = dec.get("tokens_per_submit", 1)
     lines = [f"  each step: launch the next       median {dec['launch_ms_median']:.3f} ms (encode + submit), then "
-             f"wait {dec['wait_ms_median']:.3f} ms for this one's result"]
+             f"wait {dec['wait_ms_median']:.3f} ms for this one's result"
+             + (f" (a run of {per} tokens' times / {per})" if per > 1 else "")]
     if "encode_ms_median" in dec:
         lines.append(f"    of the launch (medians)        the JS encode {dec['encode_ms_median']:.3f} ms, the submit "
                      f"{dec['submit_ms_median']:.3f} ms (the rest Python and the FFI)")
@@ -201,8 +203,10 @@ def _gc(g: dict) -> str:
 
 def _decode_label(dec: dict) -> str:
     """The decode row's label: its tokens, and how its steps were queued."""
-    ahead = dec.get("steps_ahead", 1)
+    ahead, per = dec.get("steps_ahead", 1), dec.get("tokens_per_submit", 1)
     how = "" if not dec.get("queued_ahead") else ", queued" if ahead == 1 else f", queued {ahead} ahead"
+    if per > 1:
+        how += f", {per} a submit"
     return f"decode tok/s ({dec['tokens']} tokens{how})"
 
 
@@ -363,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--steps-ahead", type=int, default=1, choices=(1, 2),
                     help="queued decode: greedy steps queued behind the one being read back (default 1, as "
                          "generation runs them; 2 shows whether the GPU waits for the host between steps)")
+    ap.add_argument("--tokens-per-submit", type=int, default=1,
+                    help="queued decode: greedy tokens per submit (default 1, as generation runs them; more share "
+                         "the submit, the readback and its await, to show what they cost the host per token)")
     ap.add_argument("--ops-per-submit", type=int, default=None,
                     help="recorded operations per queue submit of prompt chunks, unqueued steps and replays (default: the "
                          "engine's; 0: one submit per replay); queued greedy steps always go in one")
@@ -386,6 +393,12 @@ def main(argv) -> int:
     if args.ops_per_submit is not None and args.ops_per_submit < 0:
         print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
         return 2
+    if not 1 <= args.tokens_per_submit <= 16:
+        print("diskformer bench: --tokens-per-submit must be 1 to 16", file=sys.stderr)
+        return 2
+    if args.tokens_per_submit > 1 and args.step_by_step:
+        print("diskformer bench: --tokens-per-submit is for the queued decode, not --step-by-step", file=sys.stderr)
+        return 2
     if args.cost_replays < 0:
         print("diskformer bench: --cost-replays must be >= 0 (0: skip the in-pass kernel costs)", file=sys.stderr)
         return 2
@@ -402,7 +415,7 @@ def main(argv) -> int:
     run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
-           "steps_ahead": args.steps_ahead,
+           "steps_ahead": args.steps_ahead, "tokens_per_submit": args.tokens_per_submit,
            "ops_per_submit": args.ops_per_submit, "prefill_reps": args.prefill_reps,
            "cost_replays": args.cost_replays}
     if any(b != "all" for b in budgets):

@@ -209,3 +209,23 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     before = experts.stat().st_mtime_ns
     bench.ensure_store(fixture_models / "tiny-qwen3moe.gguf", store)
     assert experts.stat().st_mtime_ns == before
+
+
+def test_bench_tokens_per_submit_shares_one_readback(fixture_models, tmp_path, capsys):
+    """--tokens-per-submit K: the queued decode goes in runs of K tokens a submit (the last run shorter), one
+    readback a run, and every step figure is per token."""
+    model = str(fixture_models / "tiny-qwen3moe.gguf")
+    out = tmp_path / "bench.json"
+    argv = ["--model", model, "--prompt", "16", "--decode", "8", "--stream-mb", "16", "--prefill-reps", "1",
+            "--no-profile", "--budgets", "all", "--tokens-per-submit", "3", "--json-out", str(out)]
+    assert bench.main(argv) == 0
+    printed = capsys.readouterr().out
+    dec = json.loads(out.read_text())["raw"]["decode"]
+    assert dec["tokens_per_submit"] == 3 and dec["syncs"] == 3  # runs of 3, 3 and 2 tokens
+    assert len(dec["steps_ms"]) == len(dec["launch_ms"]) == len(dec["encode_ms"]) == 8
+    assert dec["steps_ms"][:3] == [dec["steps_ms"][0]] * 3 and dec["steps_ms"][6] == dec["steps_ms"][7]
+    assert "3 a submit" in printed and "a run of 3 tokens' times / 3" in printed
+    for bad in (["--tokens-per-submit", "0"], ["--tokens-per-submit", "17"],
+                ["--tokens-per-submit", "2", "--step-by-step"]):
+        assert bench.main(["--model", model, *bad]) == 2
+    assert "--tokens-per-submit" in capsys.readouterr().err

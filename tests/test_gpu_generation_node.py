@@ -415,6 +415,11 @@ async def main(args):
         dec.reset()
         first, _ = await dec.step_prompt_argmax(prompt)
         out[f"ahead{ahead}"] = [first] + (await queued_steps(dec, first, 12, ahead))[2]
+    # in runs of several tokens a submit (the bench's --tokens-per-submit; the last run shorter)
+    for ahead, per in ((1, 5), (2, 3)):
+        dec.reset()
+        first, _ = await dec.step_prompt_argmax(prompt)
+        out[f"runs{per}_ahead{ahead}"] = [first] + (await queued_steps(dec, first, 12, ahead, per))[2]
     dec.reset()
     ids = [(await dec.step_prompt_argmax(prompt))[0]]
     for _ in range(12):
@@ -428,6 +433,10 @@ async def main(args):
     mixed.append((await dec.collect_argmax(dec.launch_argmax(None)))[0])
     mixed.append((await dec.step_argmax(mixed[-1]))[0])
     mixed.append((await dec.collect_argmax(dec.launch_argmax(None)))[0])
+    mixed.extend(i for i, _ in await dec.collect_argmax_run(dec.launch_argmax_run(3)))
+    mixed.append((await dec.collect_argmax(dec.launch_argmax(None)))[0])
+    mixed.append((await dec.step_argmax(mixed[-1]))[0])
+    mixed.extend(i for i, _ in await dec.collect_argmax_run(dec.launch_argmax_run(2)))
     out["mixed"] = mixed
     dec.reset()
     first, _ = await dec.step_prompt_argmax(prompt)
@@ -466,14 +475,16 @@ def test_bench_queued_steps_one_or_two_ahead_equal_steps_one_by_one(recurrent_ou
     _, out = recurrent_out
     assert len(out["one_by_one"]) == 13
     assert out["ahead1"] == out["one_by_one"] and out["ahead2"] == out["one_by_one"]
+    assert out["runs5_ahead1"] == out["one_by_one"] and out["runs3_ahead2"] == out["one_by_one"]
     assert "3 greedy steps are in flight" in out["fourth_launch"]
 
 
 def test_queued_steps_after_host_written_steps_feed_the_right_token(recurrent_out):
-    """A queued step after a step read back one by one takes the argmax by a copy; after a queued step, from the
-    parameters that step's argmax left in the step buffer: either way the ids of steps read one by one."""
+    """A queued step (or run of steps in one submit) after a step read back one by one takes the argmax by a copy;
+    after a queued step or run, from the parameters its last argmax left in the step buffer: either way the ids of
+    steps read one by one."""
     _, out = recurrent_out
-    assert out["mixed"] == out["one_by_one"][:5]
+    assert out["mixed"] == out["one_by_one"][:12]
     assert out["queued_after_prompt"] == out["one_by_one"][:3]
 
 

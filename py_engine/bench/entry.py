@@ -3,11 +3,13 @@ as it decodes (Decoder.feed / Decoder.step) and the device's streaming-read band
 
 args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb": MB | null, "profile": bool,
        "lane_cap": 16, "budgets": ["all", 0.25, 0.1], "store": FOLDER, "routing": "auto",
-       "prefill_chunk": T | null (the engine's default), "prefill_reps": R (default 5), "queue_ahead": bool (greedy steps queued one ahead, the
-       default; False: each step read back before the next is encoded), "steps_ahead": 1 | 2 (queued steps behind
-       the one read back), "ops_per_submit": N | null (recorded operations per queue submit of prompt chunks and
-       unqueued steps; queued steps go whole; null: the device's default, 0: one submit each), "cost_replays": R (replays
-       per variant of kernel_costs, which runs with the profile; 0: skip it)}
+       "prefill_chunk": T | null (the engine's default), "prefill_reps": R (default 5), "queue_ahead": bool (greedy
+       steps queued one ahead, the default; False: each step read back before the next is encoded), "steps_ahead":
+       1 | 2 (queued steps behind the one read back), "tokens_per_submit": K (queued greedy tokens per submit,
+       default 1 as generation runs them; Decoder.launch_argmax_run), "ops_per_submit": N | null (recorded
+       operations per queue submit of prompt chunks and unqueued steps; queued steps go whole; null: the device's
+       default, 0: one submit each), "cost_replays": R (replays per variant of kernel_costs, which runs with the
+       profile; 0: skip it)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
@@ -155,10 +157,11 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             dec.chains = False  # step by step: each greedy step read back before the next is encoded
         queued = bool(getattr(dec, "chains", False))
         ahead = int(args.get("steps_ahead", 1))
+        per_submit = int(args.get("tokens_per_submit", 1)) if queued else 1
         with gc_clock.GcClock() as gcc:
             reps, step_ms, (c0, c1, c2), parts = await timing.time_prefill_and_decode(
                 dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)),
-                ahead)
+                ahead, per_submit)
         reps_ms = [r["ms"] for r in reps]
 
         # after the timed phases: these replays move the cache and the recurrent state
@@ -206,6 +209,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
                        "queued_ahead": queued,
                        "steps_ahead": ahead if queued else 0,
+                       "tokens_per_submit": per_submit,
                        "ms_median": round(stream_read.median(step_ms), 4), "ms_min": round(min(step_ms), 4),
                        "ms_p90": round(sorted(step_ms)[(9 * len(step_ms)) // 10], 4),
                        # every step, and with queued steps its launch (the next step's encode + submit) and wait

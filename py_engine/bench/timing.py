@@ -29,10 +29,12 @@ async def time_prefill(dec, ids):
     return tok, {"ms": (t2 - t0) * 1e3, "feed_ms": (t1 - t0) * 1e3}
 
 
-async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1, ahead: int = 1):
+async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1, ahead: int = 1,
+                                  per_submit: int = 1):
     """Prefill `ids` (time_prefill) `prefill_reps` times, each from an empty context (as llama-bench repeats its
     prompt), then `n_decode` greedy steps after the last, timing each as greedy
-    generation runs them: queued one ahead (Decoder.launch_argmax; `ahead` steps, see queued_steps) where the
+    generation runs them: queued one ahead (Decoder.launch_argmax; `ahead` steps, and `per_submit` tokens a submit,
+    see queued_steps) where the
     decoder chains, else
     Decoder.step_argmax where the engine has it (only the token id comes back), else a logits row per step.
 
@@ -54,7 +56,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     step_ms = []
     parts = {"launch_ms": [], "wait_ms": []}
     if getattr(dec, "chains", False) and n_decode > 0:
-        step_ms, parts, _ = await queued_steps(dec, tok, n_decode, ahead)
+        step_ms, parts, _ = await queued_steps(dec, tok, n_decode, ahead, per_submit)
         return reps, step_ms, (s0, s1, snapshot(dec)), parts
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
     # and their Python argmax stays outside the timed step
@@ -71,14 +73,16 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     return reps, step_ms, (s0, s1, snapshot(dec)), parts
 
 
-async def queued_steps(dec, tok, n: int, ahead: int = 1):
+async def queued_steps(dec, tok, n: int, ahead: int = 1, per_submit: int = 1):
     """`n` greedy steps after `tok` as greedy generation runs them (GpuBackend.decode_step): each queued behind the
     previous one, fed with its argmax on the GPU. With `ahead` > 1 (up to STEPS_IN_FLIGHT - 1) that many steps stay
     queued behind the one read back, so that a late readback of one step cannot leave the GPU without work.
     Returns (step_ms, {"launch_ms", "wait_ms", "encode_ms", "submit_ms"}, the greedy ids): a step's time is from
     the previous step's result to its own; encode_ms / submit_ms split each launch as the replay helper timed it
     (its JS encode up to the finished command buffer; Dawn's submit and the map request), so the rest of the launch
-    is Python's and the FFI's."""
+    is Python's and the FFI's. per_submit > 1: the steps go in runs of that many tokens a submit
+    (Decoder.launch_argmax_run; `ahead` runs queued behind the one read back), and every figure is per token: a
+    run's times shared evenly by its tokens."""
     if not 1 <= ahead < STEPS_IN_FLIGHT:
         raise ValueError(f"steps ahead: {ahead} (1 to {STEPS_IN_FLIGHT - 1})")
     import js
@@ -87,6 +91,12 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1):
 
     step_ms, parts, ids = [], {"launch_ms": [], "wait_ms": []}, []
     times = helper().stepTimes = js.Array.new()
+    if per_submit > 1:
+        try:
+            await _queued_runs(dec, tok, n, ahead, per_submit, step_ms, parts, ids, times)
+        finally:
+            helper().stepTimes = None
+        return step_ms, parts, ids
     try:
         t = time.perf_counter()
         handles = [dec.launch_argmax(tok)]
@@ -107,6 +117,31 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1):
     times = times.to_py()
     parts["encode_ms"], parts["submit_ms"] = times[0::2], times[1::2]
     return step_ms, parts, ids
+
+
+async def _queued_runs(dec, tok, n, ahead, k, step_ms, parts, ids, times):
+    """queued_steps in runs of k tokens a submit (the last run shorter), each run's figures shared by its tokens."""
+    sizes = [min(k, n - i) for i in range(0, n, k)]
+    t = time.perf_counter()
+    handles = [dec.launch_argmax_run(sizes[0], tok)]
+    launched_n = 1
+    encode, submit = [], []
+    for size in sizes:
+        while launched_n < len(sizes) and len(handles) <= ahead:
+            handles.append(dec.launch_argmax_run(sizes[launched_n]))
+            launched_n += 1
+        launched = time.perf_counter()
+        ids.extend(i for i, _ in await dec.collect_argmax_run(handles.pop(0)))
+        now = time.perf_counter()
+        step_ms.extend([(now - t) * 1e3 / size] * size)
+        parts["launch_ms"].extend([(launched - t) * 1e3 / size] * size)
+        parts["wait_ms"].extend([(now - launched) * 1e3 / size] * size)
+        t = now
+    pairs = times.to_py()
+    for j, size in enumerate(sizes):  # the run launched j-th took the tokens of sizes[j]
+        encode.extend([pairs[2 * j] / size] * size)
+        submit.extend([pairs[2 * j + 1] / size] * size)
+    parts["encode_ms"], parts["submit_ms"] = encode, submit
 
 
 def submit_pieces(dl, whole: bool = False) -> list:

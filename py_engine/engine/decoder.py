@@ -30,6 +30,8 @@ GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels 
 # greedy steps launched and not yet read back, at most: generation keeps two (one queued behind the one it reads);
 # the bench can keep a third, to see whether the GPU waits for the host between steps
 STEPS_IN_FLIGHT = 3
+# greedy tokens one submit may take (launch_argmax_run: the bench's --tokens-per-submit)
+MAX_TOKENS_PER_SUBMIT = 16
 
 
 # prompt tokens per batched prefill chunk on a GPU (prefill.py): on the H200 the 8-layer real-dimension file's
@@ -243,6 +245,60 @@ class Decoder:
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
         return (promise, ring, pos)
 
+    def launch_argmax_run(self, k: int, token=None):
+        """Queue k greedy steps in one submit without waiting for them (a benchmark's form: the submit, the map and
+        the await shared by k tokens; generation queues one step at a time, so a stop never has more than one step
+        past it): the first feeds `token` at the next position, or with token None the argmax of the step queued
+        before it, and each of the others the argmax of the one before, on the GPU. Counts as one step in flight;
+        returns a handle for collect_argmax_run."""
+        if not 1 <= k <= MAX_TOKENS_PER_SUBMIT:
+            raise ValueError(f"tokens per submit: {k} (1 to {MAX_TOKENS_PER_SUBMIT})")
+        if not self.kern.advance_step:
+            raise ValueError("queued runs need the argmax to write the next step's parameters (advance_step)")
+        if token is not None:
+            self._check_tokens([token])
+        elif self.pos == 0:
+            raise ValueError("launch_argmax_run(k, None) needs a previous step whose argmax it feeds")
+        if self.pos + k > self.cache.n_ctx:
+            raise ContextFull(f"positions {self.pos} + {k} are past the context ({self.cache.n_ctx} positions)")
+        if len(self._in_flight) >= STEPS_IN_FLIGHT:
+            raise RuntimeError(f"{STEPS_IN_FLIGHT} greedy steps are in flight: collect the oldest one first")
+        t0 = time.perf_counter()
+        ring = next(i for i in range(STEPS_IN_FLIGHT) if i not in self._in_flight)
+        if not hasattr(self, "run_stagings"):
+            self.run_stagings = [create_buffer(self.gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
+                                               f"argmax_run_staging{i}") for i in range(STEPS_IN_FLIGHT)]
+        argmax, pos = self.acts["argmax"], self.pos
+        words_on_gpu = token is None and self.next_step_on_gpu
+        words = None if words_on_gpu else [0 if token is None else token, pos, pos + 1, 1]
+        token_from = None if token is not None or words_on_gpu else argmax
+        promise = helper().steps(self.gpu.device, self.step_buf, words, self.dl.ops, k, argmax,
+                                 self.run_stagings[ring], token_from)
+        self.next_step_on_gpu = True
+        self._in_flight.append(ring)
+        self.stats["ffi_calls"] += 2  # .steps + call
+        self.pos += k
+        self.stats["tokens"] += k
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+        return (promise, ring, pos, k)
+
+    async def collect_argmax_run(self, handle) -> list:
+        """[(id, logit)] of the k steps of a launched run (launch_argmax_run), awaited; in launch order with the
+        single steps."""
+        promise, ring, pos, k = handle
+        if not self._in_flight or self._in_flight[0] != ring:
+            raise RuntimeError("collect_argmax_run: steps are collected in the order they were launched")
+        t0 = time.perf_counter()
+        try:
+            data = (await promise).to_bytes()
+        finally:
+            self._in_flight.pop(0)
+        self.stats["syncs"] += 1
+        self.stats["ffi_calls"] += 3  # .to_bytes + call, check_errors' errs.length
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
+        check_errors(self.gpu, f"tokens at positions {pos} .. {pos + k - 1}")
+        return [struct.unpack_from("<If", data, 8 * j) for j in range(k)]
+
     async def collect_argmax(self, handle) -> tuple:
         """(id, logit) of a launched step (launch_argmax), awaited; steps are collected in launch order."""
         promise, ring, pos = handle
@@ -331,7 +387,7 @@ class Decoder:
         self.staging.destroy()
         if getattr(self, "argmax_staging", None) is not None:
             self.argmax_staging.destroy()
-        for b in getattr(self, "argmax_stagings", ()):
+        for b in [*getattr(self, "argmax_stagings", ()), *getattr(self, "run_stagings", ())]:
             b.destroy()
 
     def summary(self) -> dict:

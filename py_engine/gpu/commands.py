@@ -105,6 +105,29 @@ _HELPER_JS = r"""
     staging.unmap();
     return bytes;
   },
+  // k greedy tokens in one submit (a benchmark's form, `diskformer bench --tokens-per-submit`: the submit, the map
+  // and the await shared by k tokens): the token's ops recorded k times, each followed by a copy of its `out`
+  // (8 bytes: the argmax) into staging at 8 j; the step buffer holds the first token's parameters (stepWords, else
+  // the step before left them there; tokenFrom as in step) and each token's argmax writes the next one's
+  // (argmax_step_next.wgsl). Resolves to the 8 k bytes. stepTimes as in step, once per submit.
+  async steps(device, stepBuf, stepWords, ops, k, out, staging, tokenFrom = null) {
+    const t0 = performance.now();
+    if (stepWords !== null) device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
+    const enc = device.createCommandEncoder();
+    if (tokenFrom !== null) enc.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
+    for (let j = 0; j < k; j++) {
+      this.record(enc, ops);
+      enc.copyBufferToBuffer(out, 0, staging, 8 * j, 8);
+    }
+    const commands = enc.finish(), t1 = performance.now();
+    device.queue.submit([commands]);
+    const mapped = staging.mapAsync(GPUMapMode.READ, 0, 8 * k);
+    if (this.stepTimes) this.stepTimes.push(t1 - t0, performance.now() - t1);
+    await mapped;
+    const bytes = new Uint8Array(staging.getMappedRange(0, 8 * k)).slice();
+    staging.unmap();
+    return bytes;
+  },
   // Many tokens without reading anything back (prompt prefill): writeBuffer and submit are ordered on the
   // queue, so each replay sees its own step words. Nothing is awaited.
   feed(device, stepBuf, tokens, pos0, ops) {
