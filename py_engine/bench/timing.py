@@ -90,58 +90,30 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1, per_submit: int = 1):
     from ..gpu.commands import helper
 
     step_ms, parts, ids = [], {"launch_ms": [], "wait_ms": []}, []
+    sizes = [min(per_submit, n - i) for i in range(0, n, per_submit)]  # tokens per submit, the last run shorter
     times = helper().stepTimes = js.Array.new()
-    if per_submit > 1:
-        try:
-            await _queued_runs(dec, tok, n, ahead, per_submit, step_ms, parts, ids, times)
-        finally:
-            helper().stepTimes = None
-        return step_ms, parts, ids
     try:
         t = time.perf_counter()
-        handles = [dec.launch_argmax(tok)]
+        # a run of one token is launch_argmax's step (Decoder._launch either way)
+        handles = [dec.launch_argmax_run(sizes[0], tok)]
         launched_n = 1
-        for _ in range(n):
-            while launched_n < n and len(handles) <= ahead:
-                handles.append(dec.launch_argmax(None))
+        for size in sizes:
+            while launched_n < len(sizes) and len(handles) <= ahead:
+                handles.append(dec.launch_argmax_run(sizes[launched_n]))
                 launched_n += 1
             launched = time.perf_counter()
-            ids.append((await dec.collect_argmax(handles.pop(0)))[0])
+            ids.extend(i for i, _ in await dec.collect_argmax_run(handles.pop(0)))
             now = time.perf_counter()
-            step_ms.append((now - t) * 1e3)
-            parts["launch_ms"].append((launched - t) * 1e3)
-            parts["wait_ms"].append((now - launched) * 1e3)
+            step_ms.extend([(now - t) * 1e3 / size] * size)
+            parts["launch_ms"].extend([(launched - t) * 1e3 / size] * size)
+            parts["wait_ms"].extend([(now - launched) * 1e3 / size] * size)
             t = now
     finally:
         helper().stepTimes = None
-    times = times.to_py()
-    parts["encode_ms"], parts["submit_ms"] = times[0::2], times[1::2]
+    pairs = times.to_py()  # (encode, submit) of each run, in launch order
+    parts["encode_ms"] = [pairs[2 * j] / size for j, size in enumerate(sizes) for _ in range(size)]
+    parts["submit_ms"] = [pairs[2 * j + 1] / size for j, size in enumerate(sizes) for _ in range(size)]
     return step_ms, parts, ids
-
-
-async def _queued_runs(dec, tok, n, ahead, k, step_ms, parts, ids, times):
-    """queued_steps in runs of k tokens a submit (the last run shorter), each run's figures shared by its tokens."""
-    sizes = [min(k, n - i) for i in range(0, n, k)]
-    t = time.perf_counter()
-    handles = [dec.launch_argmax_run(sizes[0], tok)]
-    launched_n = 1
-    encode, submit = [], []
-    for size in sizes:
-        while launched_n < len(sizes) and len(handles) <= ahead:
-            handles.append(dec.launch_argmax_run(sizes[launched_n]))
-            launched_n += 1
-        launched = time.perf_counter()
-        ids.extend(i for i, _ in await dec.collect_argmax_run(handles.pop(0)))
-        now = time.perf_counter()
-        step_ms.extend([(now - t) * 1e3 / size] * size)
-        parts["launch_ms"].extend([(launched - t) * 1e3 / size] * size)
-        parts["wait_ms"].extend([(now - launched) * 1e3 / size] * size)
-        t = now
-    pairs = times.to_py()
-    for j, size in enumerate(sizes):  # the run launched j-th took the tokens of sizes[j]
-        encode.extend([pairs[2 * j] / size] * size)
-        submit.extend([pairs[2 * j + 1] / size] * size)
-    parts["encode_ms"], parts["submit_ms"] = encode, submit
 
 
 def submit_pieces(dl, whole: bool = False) -> list:

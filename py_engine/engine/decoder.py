@@ -127,8 +127,9 @@ class Decoder:
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
             dec.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
             dec.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
-            dec.argmax_stagings = [create_buffer(gpu, 8, MAP_READ | COPY_DST, f"argmax_staging{i}")
-                                   for i in range(STEPS_IN_FLIGHT)]
+            # a queued step's 8 bytes, or a run's 8 per token (launch_argmax_run)
+            dec.argmax_stagings = [create_buffer(gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
+                                                 f"argmax_staging{i}") for i in range(STEPS_IN_FLIGHT)]
             dec.attach_prefill(default_prefill_chunk(gpu, cfg) if prefill_chunk is None else prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
@@ -217,9 +218,9 @@ class Decoder:
             raise ContextFull(f"position {self.pos} is past the context ({self.cache.n_ctx} positions)")
         return self._launch(token, self.dl.ops)
 
-    def _launch(self, token, ops, advance=True):
+    def _launch(self, token, ops, advance=True, k=1):
         """launch_argmax's queueing of `ops` (the token's list, or with advance False the output head over a token
-        the chunks fed: Prefill.head)."""
+        the chunks fed: Prefill.head); with k > 1 the run of k tokens of launch_argmax_run."""
         if len(self._in_flight) >= STEPS_IN_FLIGHT:
             raise RuntimeError(f"{STEPS_IN_FLIGHT} greedy steps are in flight: collect_argmax the oldest one first")
         t0 = time.perf_counter()
@@ -235,15 +236,15 @@ class Decoder:
         # one submit: the GPU has the step queued before this one to run while this is encoded, so pieces
         # (splitEvery) would only add submit boundaries (~40 µs a token on an H100, docs/benchmarks.md)
         promise = helper().step(self.gpu.device, self.step_buf, words, ops, argmax, 0, self.argmax_stagings[ring], 8,
-                                token_from, ts, True)
+                                token_from, ts, True, k)
         self.next_step_on_gpu = self.kern.advance_step
         self._in_flight.append(ring)
         self.stats["ffi_calls"] += 2  # .step + call
         if advance:
-            self.pos += 1
-            self.stats["tokens"] += 1
+            self.pos += k
+            self.stats["tokens"] += k
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        return (promise, ring, pos)
+        return (promise, ring, pos, k)
 
     def launch_argmax_run(self, k: int, token=None):
         """Queue k greedy steps in one submit without waiting for them (a benchmark's form: the submit, the map and
@@ -261,47 +262,21 @@ class Decoder:
             raise ValueError("launch_argmax_run(k, None) needs a previous step whose argmax it feeds")
         if self.pos + k > self.cache.n_ctx:
             raise ContextFull(f"positions {self.pos} + {k} are past the context ({self.cache.n_ctx} positions)")
-        if len(self._in_flight) >= STEPS_IN_FLIGHT:
-            raise RuntimeError(f"{STEPS_IN_FLIGHT} greedy steps are in flight: collect the oldest one first")
-        t0 = time.perf_counter()
-        ring = next(i for i in range(STEPS_IN_FLIGHT) if i not in self._in_flight)
-        if not hasattr(self, "run_stagings"):
-            self.run_stagings = [create_buffer(self.gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
-                                               f"argmax_run_staging{i}") for i in range(STEPS_IN_FLIGHT)]
-        argmax, pos = self.acts["argmax"], self.pos
-        words_on_gpu = token is None and self.next_step_on_gpu
-        words = None if words_on_gpu else [0 if token is None else token, pos, pos + 1, 1]
-        token_from = None if token is not None or words_on_gpu else argmax
-        promise = helper().steps(self.gpu.device, self.step_buf, words, self.dl.ops, k, argmax,
-                                 self.run_stagings[ring], token_from)
-        self.next_step_on_gpu = True
-        self._in_flight.append(ring)
-        self.stats["ffi_calls"] += 2  # .steps + call
-        self.pos += k
-        self.stats["tokens"] += k
-        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        return (promise, ring, pos, k)
+        return self._launch(token, self.dl.ops, k=k)
 
     async def collect_argmax_run(self, handle) -> list:
         """[(id, logit)] of the k steps of a launched run (launch_argmax_run), awaited; in launch order with the
         single steps."""
-        promise, ring, pos, k = handle
-        if not self._in_flight or self._in_flight[0] != ring:
-            raise RuntimeError("collect_argmax_run: steps are collected in the order they were launched")
-        t0 = time.perf_counter()
-        try:
-            data = (await promise).to_bytes()
-        finally:
-            self._in_flight.pop(0)
-        self.stats["syncs"] += 1
-        self.stats["ffi_calls"] += 3  # .to_bytes + call, check_errors' errs.length
-        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        check_errors(self.gpu, f"tokens at positions {pos} .. {pos + k - 1}")
-        return [struct.unpack_from("<If", data, 8 * j) for j in range(k)]
+        data = await self._collect(handle)
+        return [struct.unpack_from("<If", data, 8 * j) for j in range(handle[3])]
 
     async def collect_argmax(self, handle) -> tuple:
         """(id, logit) of a launched step (launch_argmax), awaited; steps are collected in launch order."""
-        promise, ring, pos = handle
+        return struct.unpack("<If", await self._collect(handle))
+
+    async def _collect(self, handle) -> bytes:
+        """The bytes a launched step or run (_launch) read back, awaited; in launch order."""
+        promise, ring, pos, k = handle
         if not self._in_flight or self._in_flight[0] != ring:
             raise RuntimeError("collect_argmax: steps are collected in the order they were launched")
         t0 = time.perf_counter()
@@ -312,8 +287,8 @@ class Decoder:
         self.stats["syncs"] += 1
         self.stats["ffi_calls"] += 3  # .to_bytes + call, check_errors' errs.length
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        check_errors(self.gpu, f"token at position {pos}")
-        return struct.unpack("<If", data)
+        check_errors(self.gpu, f"token at position {pos}" if k == 1 else f"tokens at positions {pos} .. {pos + k - 1}")
+        return data
 
     async def _step_read(self, token: int, out, staging, nbytes: int, head: bool = False) -> bytes:
         """One token through the recorded list, then the first nbytes of `out` read back (one sync). head: the
@@ -387,7 +362,7 @@ class Decoder:
         self.staging.destroy()
         if getattr(self, "argmax_staging", None) is not None:
             self.argmax_staging.destroy()
-        for b in [*getattr(self, "argmax_stagings", ()), *getattr(self, "run_stagings", ())]:
+        for b in getattr(self, "argmax_stagings", ()):
             b.destroy()
 
     def summary(self) -> dict:

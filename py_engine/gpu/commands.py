@@ -82,10 +82,12 @@ _HELPER_JS = r"""
   // whole: one submit, not pieces of splitEvery ops. stepWords null: the step buffer already holds this token's
   // parameters (the step before wrote them on the GPU: argmax_step_next.wgsl). stepTimes: null, or an array a
   // benchmark set, to which each step adds its ms in the encode (up to the finished command buffer) and in the submit
-  // and map request.
+  // and map request. repeat: the ops recorded that many times in the one submit (a benchmark's runs of greedy tokens,
+  // each token's argmax writing the next one's parameters; with whole), each followed by its copy of `out` to
+  // staging at nbytes · j; resolves to the nbytes · repeat bytes.
   stepTimes: null,
   async step(device, stepBuf, stepWords, ops, out, outOffset, staging, nbytes, tokenFrom = null, ts = null,
-             whole = false) {
+             whole = false, repeat = 1) {
     const t0 = performance.now();
     if (stepWords !== null) device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
     const first = tokenFrom === null ? null : (e) => e.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
@@ -96,35 +98,16 @@ _HELPER_JS = r"""
       return null;
     }
     enc.copyBufferToBuffer(out, outOffset, staging, 0, nbytes);
+    for (let j = 1; j < repeat; j++) {
+      this.record(enc, ops);
+      enc.copyBufferToBuffer(out, outOffset, staging, nbytes * j, nbytes);
+    }
     const commands = enc.finish(), t1 = performance.now();
     device.queue.submit([commands]);
     const mapped = staging.mapAsync(GPUMapMode.READ);
     if (this.stepTimes) this.stepTimes.push(t1 - t0, performance.now() - t1);
     await mapped;
-    const bytes = new Uint8Array(staging.getMappedRange(0, nbytes)).slice();
-    staging.unmap();
-    return bytes;
-  },
-  // k greedy tokens in one submit (a benchmark's form, `diskformer bench --tokens-per-submit`: the submit, the map
-  // and the await shared by k tokens): the token's ops recorded k times, each followed by a copy of its `out`
-  // (8 bytes: the argmax) into staging at 8 j; the step buffer holds the first token's parameters (stepWords, else
-  // the step before left them there; tokenFrom as in step) and each token's argmax writes the next one's
-  // (argmax_step_next.wgsl). Resolves to the 8 k bytes. stepTimes as in step, once per submit.
-  async steps(device, stepBuf, stepWords, ops, k, out, staging, tokenFrom = null) {
-    const t0 = performance.now();
-    if (stepWords !== null) device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
-    const enc = device.createCommandEncoder();
-    if (tokenFrom !== null) enc.copyBufferToBuffer(tokenFrom, 0, stepBuf, 0, 4);
-    for (let j = 0; j < k; j++) {
-      this.record(enc, ops);
-      enc.copyBufferToBuffer(out, 0, staging, 8 * j, 8);
-    }
-    const commands = enc.finish(), t1 = performance.now();
-    device.queue.submit([commands]);
-    const mapped = staging.mapAsync(GPUMapMode.READ, 0, 8 * k);
-    if (this.stepTimes) this.stepTimes.push(t1 - t0, performance.now() - t1);
-    await mapped;
-    const bytes = new Uint8Array(staging.getMappedRange(0, 8 * k)).slice();
+    const bytes = new Uint8Array(staging.getMappedRange(0, nbytes * repeat)).slice();
     staging.unmap();
     return bytes;
   },
