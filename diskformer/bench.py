@@ -393,7 +393,7 @@ def main(argv) -> int:
     if args.ops_per_submit is not None and args.ops_per_submit < 0:
         print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
         return 2
-    if not 1 <= args.tokens_per_submit <= 16:
+    if not 1 <= args.tokens_per_submit <= 16:  # the engine's MAX_TOKENS_PER_SUBMIT (py_engine/engine/decoder.py)
         print("diskformer bench: --tokens-per-submit must be 1 to 16", file=sys.stderr)
         return 2
     if args.tokens_per_submit > 1 and args.step_by_step:
