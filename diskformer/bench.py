@@ -16,6 +16,7 @@ hit rate, bytes read and syncs per decoded token, the store's read MB/s and the 
 the same run, and the streaming bound = (read + upload throughput) / bytes read per token, against decode tok/s.
 """
 import argparse
+import itertools
 import json
 import asyncio
 import os
@@ -201,6 +202,25 @@ def _gc(g: dict) -> str:
     return f"{g['ms']:.1f} ms ({g['full_ms']:.1f} full; {'/'.join(str(c) for c in g['collections'])} by generation)"
 
 
+def _js_gc(g: dict, steps_ms=None) -> str:
+    """A phase's JS collector time: ms in all, collections by kind, and its longest pause (with the decode's steps,
+    the step it fell in: a slow step it explains)."""
+    if not g.get("available"):
+        return "not reported"
+    kinds = ", ".join(f"{v['count']} {k} {v['ms']:.1f} ms" for k, v in g["by_kind"].items()) or "none"
+    text = f"{g['ms']:.1f} ms ({kinds})"
+    if g.get("collected_before"):
+        text += " after a full collection"
+    if g["long"]:
+        at, ms, kind = max(g["long"], key=lambda e: e[1])
+        text += f"; longest {ms:.1f} ms ({kind})"
+        if steps_ms:
+            ends = itertools.accumulate(steps_ms)
+            step = next((i for i, end in enumerate(ends) if at < end), len(steps_ms) - 1)
+            text += f" in step {step} ({steps_ms[step]:.2f} ms)"
+    return text
+
+
 def _decode_label(dec: dict) -> str:
     """The decode row's label: its tokens, and how its steps were queued."""
     ahead, per = dec.get("steps_ahead", 1), dec.get("tokens_per_submit", 1)
@@ -253,6 +273,9 @@ def table(raw: dict, d: dict) -> str:
         f"{d['syncs_per_token']['decode']:.2f}",
         *([f"Python's garbage collector        prefill {_gc(raw['prefill']['gc'])}; decode "
            f"{_gc(raw['decode']['gc'])}"] if "gc" in raw["prefill"] else []),
+        *([f"JS garbage collector              prefill {_js_gc(raw['prefill']['js_gc'])}",
+           f"{'':34}decode {_js_gc(raw['decode']['js_gc'], raw['decode'].get('steps_ms'))}"]
+          if "js_gc" in raw["prefill"] else []),
         f"FFI calls per token (Python->JS)  prefill {d['ffi_calls_per_token']['prefill']:.3f}, decode "
         f"{d['ffi_calls_per_token']['decode']:.2f}",
         f"dispatches per token              {d['dispatches_per_token']} ({raw['webgpu_calls_per_token']} "

@@ -34,7 +34,8 @@ def node_executable() -> str:
 
 def runner_command(target: str, args: dict, mounts=()) -> tuple[list, str | None]:
     """The node command line for an entry `module:function` or a code string; returns (argv, temp file or None)."""
-    argv = [node_executable(), str(RUNNER), "--args", json.dumps(args)]
+    # --expose-gc: the bench collects the JS heap between its timed phases (py_engine/bench/js_gc_clock.py)
+    argv = [node_executable(), "--expose-gc", str(RUNNER), "--args", json.dumps(args)]
     for m in mounts:
         argv += ["--mount", str(Path(m).resolve())]
     if _ENTRY.match(target):

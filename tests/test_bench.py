@@ -160,6 +160,13 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         g = raw[phase]["gc"]
         assert 0 <= g["full_ms"] <= g["ms"] and len(g["collections"]) == 3 and min(g["collections"]) >= 0
     assert "Python's garbage collector" in printed
+    # and the JS engine's collector (Node reports it), the heap collected before each timed phase
+    for phase in ("prefill", "decode"):
+        j = raw[phase]["js_gc"]
+        assert j["available"] and j["collected_before"], j
+        assert abs(sum(k["ms"] for k in j["by_kind"].values()) - j["ms"]) < 0.01
+        assert all(1.0 < ms <= j["ms"] + 1e-3 for _, ms, _ in j["long"])
+    assert "JS garbage collector" in printed and "after a full collection" in printed
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
     assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed

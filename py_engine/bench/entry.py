@@ -24,7 +24,7 @@ from ..engine.decoder import Decoder
 from ..gpu.commands import set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from . import accounting, dispatch_profile, gc_clock, kernel_costs, stream_read, streaming, timing
+from . import accounting, dispatch_profile, gc_clock, js_gc_clock, kernel_costs, stream_read, streaming, timing
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 WARMUP_PREFILLS = 16  # untimed prompts at most before the timed ones (the first one after load reported apart)
@@ -158,10 +158,11 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
         queued = bool(getattr(dec, "chains", False))
         ahead = int(args.get("steps_ahead", 1))
         per_submit = int(args.get("tokens_per_submit", 1)) if queued else 1
-        with gc_clock.GcClock() as gcc:
+        with gc_clock.GcClock() as gcc, js_gc_clock.JsGcClock() as jgc:
             reps, step_ms, (c0, c1, c2), parts = await timing.time_prefill_and_decode(
-                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot()}, int(args.get("prefill_reps", 5)),
-                ahead, per_submit)
+                dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot(), "js_now": jgc.now()},
+                int(args.get("prefill_reps", 5)), ahead, per_submit, jgc.collect)
+            await jgc.settle()
         reps_ms = [r["ms"] for r in reps]
 
         # after the timed phases: these replays move the cache and the recurrent state
@@ -205,7 +206,8 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                         "first_ms": None if cold_ms is None else round(cold_ms, 3),
                         "warmup_ms": [round(ms, 3) for ms in warmup_ms],
                         "syncs": c1["syncs"] - c0["syncs"], "ffi_calls": c1["ffi_calls"] - c0["ffi_calls"],
-                        "flops_per_token": prefill_cost["flops"], "gc": gc_clock.spent(c0, c1)},
+                        "flops_per_token": prefill_cost["flops"], "gc": gc_clock.spent(c0, c1),
+                        "js_gc": jgc.spent(c0["js_now"], c1["js_now"])},
             "decode": {"tokens": n_decode, "ms": round(decode_total, 3), "tok_s": n_decode / decode_total * 1e3,
                        "queued_ahead": queued,
                        "steps_ahead": ahead if queued else 0,
@@ -217,7 +219,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                        **{k: [round(ms, 4) for ms in v] for k, v in parts.items()},
                        **{k + "_median": round(stream_read.median(v), 4) for k, v in parts.items() if v},
                        "syncs": c2["syncs"] - c1["syncs"], "ffi_calls": c2["ffi_calls"] - c1["ffi_calls"],
-                       "gc": gc_clock.spent(c1, c2)},
+                       "gc": gc_clock.spent(c1, c2), "js_gc": jgc.spent(c1["js_now"], c2["js_now"])},
             "dispatches_per_token": dec.dl.count,
             "webgpu_calls_per_token": webgpu_calls(dec.dl, queued=queued),
             "gpu_bytes": gpu_bytes(dec, header),

@@ -30,7 +30,7 @@ async def time_prefill(dec, ids):
 
 
 async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1, ahead: int = 1,
-                                  per_submit: int = 1):
+                                  per_submit: int = 1, before_phase=None):
     """Prefill `ids` (time_prefill) `prefill_reps` times, each from an empty context (as llama-bench repeats its
     prompt), then `n_decode` greedy steps after the last, timing each as greedy
     generation runs them: queued one ahead (Decoder.launch_argmax; `ahead` steps, and `per_submit` tokens a submit,
@@ -43,8 +43,11 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     (syncs, FFI calls, bytes read); with queued steps, parts = {"launch_ms", "wait_ms"}: per step the time spent
     queueing the next step (its encode + submit) and then waiting for this step's result (empty lists otherwise).
     A step's time is their sum: the wait is near zero where the host paces the decode, the launch's complement to
-    the GPU's step where the GPU does."""
+    the GPU's step where the GPU does. `before_phase`: None, or a coroutine function awaited before the timed
+    prefills and before the decode, outside both (JsGcClock.collect)."""
     reps = []
+    if before_phase is not None:
+        await before_phase()
     for r in range(prefill_reps):
         if r:
             dec.reset()
@@ -52,6 +55,8 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
         tok, rep = await time_prefill(dec, ids)
         reps.append(rep)
     s1 = snapshot(dec)
+    if before_phase is not None:
+        await before_phase()
 
     step_ms = []
     parts = {"launch_ms": [], "wait_ms": []}
