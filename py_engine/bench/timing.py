@@ -43,14 +43,14 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     (syncs, FFI calls, bytes read); with queued steps, parts = {"launch_ms", "wait_ms"}: per step the time spent
     queueing the next step (its encode + submit) and then waiting for this step's result (empty lists otherwise).
     A step's time is their sum: the wait is near zero where the host paces the decode, the launch's complement to
-    the GPU's step where the GPU does. `before_phase`: None, or a coroutine function awaited before the timed
-    prefills and before the decode, outside both (JsGcClock.collect)."""
+    the GPU's step where the GPU does. `before_phase`: None, or a coroutine function awaited before each timed
+    prefill and before the decode, outside their times (JsGcClock.collect)."""
     reps = []
-    if before_phase is not None:
-        await before_phase()
     for r in range(prefill_reps):
         if r:
             dec.reset()
+        if before_phase is not None:
+            await before_phase()
         s0 = snapshot(dec)
         tok, rep = await time_prefill(dec, ids)
         reps.append(rep)
