@@ -2,8 +2,9 @@
 performance entries), so that a bench figure can say which slow steps were the collector pausing the one thread that
 encodes, submits and awaits the GPU's work, rather than the GPU or the engine.
 
-Every WebGPU call through the FFI leaves small JS objects behind (wrappers, promises, typed arrays); a major
-collection of the heap they build up stops the thread for milliseconds at a point nobody chose."""
+In Node, Dawn's binding polls the device on every turn of the event loop while a GPU promise is pending, and each
+turn leaves JS objects behind (tools/h200/wait_garbage.mjs): a major collection of what the waits built up stops
+the thread for 10-30 ms at a point nobody chose."""
 from pyodide.code import run_js
 
 _OBSERVER_JS = r"""
@@ -37,10 +38,6 @@ class JsGcClock:
         self._log = None
         self._entries = []
         self.forced = 0  # collections asked for by collect()
-
-    @property
-    def available(self) -> bool:
-        return self._log is not None
 
     def __enter__(self):
         self._log = run_js(_OBSERVER_JS)
