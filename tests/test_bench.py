@@ -232,6 +232,14 @@ def test_bench_tokens_per_submit_shares_one_readback(fixture_models, tmp_path, c
     assert len(dec["steps_ms"]) == len(dec["launch_ms"]) == len(dec["encode_ms"]) == 8
     assert dec["steps_ms"][:3] == [dec["steps_ms"][0]] * 3 and dec["steps_ms"][6] == dec["steps_ms"][7]
     assert "3 a submit" in printed and "a run of 3 tokens' times / 3" in printed
+    # --step-by-step changes the decode alone: the prefill is fed and read back as generation does it
+    queued_prefill = json.loads(out.read_text())["raw"]["prefill"]
+    argv[argv.index("--tokens-per-submit"):argv.index("--tokens-per-submit") + 2] = ["--step-by-step"]
+    assert bench.main(argv) == 0
+    raw = json.loads(out.read_text())["raw"]
+    assert raw["decode"]["queued_ahead"] is False and raw["decode"]["syncs"] == 8 and not raw["decode"]["launch_ms"]
+    assert raw["prefill"]["syncs"] == queued_prefill["syncs"] == 1
+    assert raw["prefill"]["read_back"] == queued_prefill["read_back"] == "greedy id"
     for bad in (["--tokens-per-submit", "0"], ["--tokens-per-submit", "17"],
                 ["--tokens-per-submit", "2", "--step-by-step"]):
         assert bench.main(["--model", model, *bad]) == 2

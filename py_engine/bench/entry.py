@@ -153,16 +153,17 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                     break
         cold_ms = warmup_ms[0] if warmup_ms else None
 
-        if not args.get("queue_ahead", True):
-            dec.chains = False  # step by step: each greedy step read back before the next is encoded
-        queued = bool(getattr(dec, "chains", False))
+        # step by step: each greedy step read back before the next is encoded (the prefill as generation runs it)
+        queued = bool(getattr(dec, "chains", False)) and args.get("queue_ahead", True)
         ahead = int(args.get("steps_ahead", 1))
         per_submit = int(args.get("tokens_per_submit", 1)) if queued else 1
         with gc_clock.GcClock() as gcc, js_gc_clock.JsGcClock() as jgc:
             reps, step_ms, (c0, c1, c2), parts = await timing.time_prefill_and_decode(
                 dec, ids, n_decode, lambda d: {**counters(d), **gcc.snapshot(), "js_now": jgc.now()},
-                int(args.get("prefill_reps", 5)), ahead, per_submit, jgc.collect)
+                int(args.get("prefill_reps", 5)), ahead, per_submit, jgc.collect, queued)
             await jgc.settle()
+        if not queued:
+            dec.chains = False  # so step_passes (queued steps' timestamps) says the decode was not queued
         reps_ms = [r["ms"] for r in reps]
 
         # after the timed phases: these replays move the cache and the recurrent state
@@ -202,6 +203,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
                         "tok_s": sum(n_prompt / ms * 1e3 for ms in reps_ms) / len(reps_ms),
                         "reps_ms": [round(ms, 3) for ms in reps_ms],
                         "reps_feed_ms": [round(r["feed_ms"], 3) for r in reps],
+                        "read_back": reps[-1]["read_back"],
                         "chunk": dec.stats.get("prefill_chunk"),
                         "first_ms": None if cold_ms is None else round(cold_ms, 3),
                         "warmup_ms": [round(ms, 3) for ms in warmup_ms],

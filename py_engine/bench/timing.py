@@ -12,7 +12,8 @@ async def time_prefill(dec, ids):
     """One prefill of `ids` from an empty context, as generation runs it: the prompt fed and its last token's greedy
     id read back (Decoder.launch_prompt_argmax where the decoder chains: with a batched prefill the whole prompt
     through the chunks, the last row through the output head), else its logits row. Returns (the first decoded
-    token, {"ms": the whole, "feed_ms": until the prompt was encoded and submitted, before the wait})."""
+    token, {"ms": the whole, "feed_ms": until the prompt was encoded and submitted, before the wait, "read_back":
+    "greedy id" or "logits row"})."""
     t0 = time.perf_counter()
     logits = None
     if getattr(dec, "chains", False):
@@ -26,11 +27,12 @@ async def time_prefill(dec, ids):
     t2 = time.perf_counter()
     if logits is not None:
         tok = argmax(logits)  # outside the timed prefill
-    return tok, {"ms": (t2 - t0) * 1e3, "feed_ms": (t1 - t0) * 1e3}
+    return tok, {"ms": (t2 - t0) * 1e3, "feed_ms": (t1 - t0) * 1e3,
+                 "read_back": "greedy id" if logits is None else "logits row"}
 
 
 async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_reps: int = 1, ahead: int = 1,
-                                  per_submit: int = 1, before_phase=None):
+                                  per_submit: int = 1, before_phase=None, queue_decode: bool = True):
     """Prefill `ids` (time_prefill) `prefill_reps` times, each from an empty context (as llama-bench repeats its
     prompt), then `n_decode` greedy steps after the last, timing each as greedy
     generation runs them: queued one ahead (Decoder.launch_argmax; `ahead` steps, and `per_submit` tokens a submit,
@@ -44,7 +46,9 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
     queueing the next step (its encode + submit) and then waiting for this step's result (empty lists otherwise).
     A step's time is their sum: the wait is near zero where the host paces the decode, the launch's complement to
     the GPU's step where the GPU does. `before_phase`: None, or a coroutine function awaited before each timed
-    prefill and before the decode, outside their times (JsGcClock.collect)."""
+    prefill and before the decode, outside their times (JsGcClock.collect). `queue_decode` False: the decode step by
+    step (each step read back before the next is encoded) even where the decoder chains; the prefill stays as
+    generation runs it."""
     reps = []
     for r in range(prefill_reps):
         if r:
@@ -60,7 +64,7 @@ async def time_prefill_and_decode(dec, ids, n_decode: int, snapshot, prefill_rep
 
     step_ms = []
     parts = {"launch_ms": [], "wait_ms": []}
-    if getattr(dec, "chains", False) and n_decode > 0:
+    if queue_decode and getattr(dec, "chains", False) and n_decode > 0:
         step_ms, parts, _ = await queued_steps(dec, tok, n_decode, ahead, per_submit)
         return reps, step_ms, (s0, s1, snapshot(dec)), parts
     # every expert resident: the GPU's argmax read back (8 bytes a token); streamed pools read the logits anyway
