@@ -396,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--ops-per-submit", type=int, default=None,
                     help="recorded operations per queue submit of prompt chunks, unqueued steps and replays (default: the "
                          "engine's; 0: one submit per replay); queued greedy steps always go in one")
+    ap.add_argument("--lead-ops", type=int, default=None,
+                    help="operations in the first of those submits (default: the engine's; 0: as many as the "
+                         "others): the GPU idles until it is submitted")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
@@ -415,6 +418,9 @@ def main(argv) -> int:
         return 2
     if args.ops_per_submit is not None and args.ops_per_submit < 0:
         print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
+        return 2
+    if args.lead_ops is not None and args.lead_ops < 0:
+        print("diskformer bench: --lead-ops must be >= 0 (0: as many as --ops-per-submit)", file=sys.stderr)
         return 2
     if not 1 <= args.tokens_per_submit <= 16:  # the engine's MAX_TOKENS_PER_SUBMIT (py_engine/engine/decoder.py)
         print("diskformer bench: --tokens-per-submit must be 1 to 16", file=sys.stderr)
@@ -439,7 +445,7 @@ def main(argv) -> int:
            "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
            "steps_ahead": args.steps_ahead, "tokens_per_submit": args.tokens_per_submit,
-           "ops_per_submit": args.ops_per_submit, "prefill_reps": args.prefill_reps,
+           "ops_per_submit": args.ops_per_submit, "lead_ops": args.lead_ops, "prefill_reps": args.prefill_reps,
            "cost_replays": args.cost_replays}
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()

@@ -240,7 +240,14 @@ def test_bench_tokens_per_submit_shares_one_readback(fixture_models, tmp_path, c
     assert raw["decode"]["queued_ahead"] is False and raw["decode"]["syncs"] == 8 and not raw["decode"]["launch_ms"]
     assert raw["prefill"]["syncs"] == queued_prefill["syncs"] == 1
     assert raw["prefill"]["read_back"] == queued_prefill["read_back"] == "greedy id"
+    # the submits' cut as asked (lavapipe's own default is one submit)
+    argv += ["--ops-per-submit", "7", "--lead-ops", "2"]
+    assert bench.main(argv) == 0
+    raw = json.loads(out.read_text())["raw"]
+    assert raw["device"]["ops_per_submit"] == 7 and raw["device"]["lead_ops"] == 2
+    assert raw["decode"]["syncs"] == 8 and raw["prefill"]["read_back"] == "greedy id"
     for bad in (["--tokens-per-submit", "0"], ["--tokens-per-submit", "17"],
-                ["--tokens-per-submit", "2", "--step-by-step"]):
+                ["--tokens-per-submit", "2", "--step-by-step"], ["--lead-ops", "-1"]):
         assert bench.main(["--model", model, *bad]) == 2
-    assert "--tokens-per-submit" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--tokens-per-submit" in err and "--lead-ops" in err

@@ -75,6 +75,10 @@ def runs(stores, fixture_models, refs_dir, tmp_path_factory):
     jobs.append({"model": str(fixture_models / f"{COUNTED}.gguf"), "runs": [_run(p, out, COUNTED + ".split")],
                  "ops_per_submit": 7})
     names.append((COUNTED, "split"))
+    # and with a first piece of 2 ops (what the GPU runs while the rest is encoded)
+    jobs.append({"model": str(fixture_models / f"{COUNTED}.gguf"), "runs": [_run(p, out, COUNTED + ".lead")],
+                 "ops_per_submit": 7, "lead_ops": 2})
+    names.append((COUNTED, "lead"))
     result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[stores, fixture_models, out],
                          timeout=300)
     return out, dict(zip(names, result["jobs"]))
@@ -99,8 +103,20 @@ def test_split_submits_give_the_same_logits(runs):
     """Submitting a token's replay (and the prefill chunks') in pieces changes nothing."""
     out, _ = runs
     base = np.fromfile(out / f"{COUNTED}.f32", dtype="<f4")
-    split = np.fromfile(out / f"{COUNTED}.split.f32", dtype="<f4")
-    assert split.shape == base.shape and np.abs(split - base).max() <= LOGIT_TOL
+    for tag in ("split", "lead"):
+        split = np.fromfile(out / f"{COUNTED}.{tag}.f32", dtype="<f4")
+        assert split.shape == base.shape and np.abs(split - base).max() <= LOGIT_TOL, tag
+
+
+def test_split_bounds_cover_the_list_in_order():
+    from py_engine.gpu.pieces import split_bounds
+    assert split_bounds(56, 0) == [(0, 56)]
+    assert split_bounds(56, 0, 4) == [(0, 56)]  # one submit: no lead
+    assert split_bounds(56, 24) == split_bounds(56, 24, 0) == [(0, 24), (24, 48), (48, 56)]
+    assert split_bounds(56, 24, 4) == [(0, 4), (4, 28), (28, 52), (52, 56)]
+    assert split_bounds(10, 24, 4) == [(0, 4), (4, 10)]
+    assert split_bounds(3, 24, 4) == [(0, 3)]
+    assert split_bounds(48, 24, 30) == [(0, 24), (24, 48)]  # a lead longer than a piece is one piece
 
 
 def test_counted_costs_per_decoded_token(runs, capsys):

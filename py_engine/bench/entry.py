@@ -8,7 +8,8 @@ args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb"
        1 | 2 (queued steps behind the one read back), "tokens_per_submit": K (queued greedy tokens per submit,
        default 1 as generation runs them; Decoder.launch_argmax_run), "ops_per_submit": N | null (recorded
        operations per queue submit of prompt chunks and unqueued steps; queued steps go whole; null: the device's
-       default, 0: one submit each), "cost_replays": R (replays per variant of kernel_costs, which runs with the
+       default, 0: one submit each), "lead_ops": N | null (operations in the first of those submits; null: the
+       device's default, 0: ops_per_submit), "cost_replays": R (replays per variant of kernel_costs, which runs with the
        profile; 0: skip it)}
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
@@ -21,7 +22,7 @@ Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios an
 """
 
 from ..engine.decoder import Decoder
-from ..gpu.commands import set_submit_split
+from ..gpu.commands import helper, set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
 from . import accounting, dispatch_profile, gc_clock, js_gc_clock, kernel_costs, stream_read, streaming, timing
@@ -46,12 +47,12 @@ def webgpu_calls(dl, queued: bool = False) -> int:
     piece an encoder, finish and submit (and the pass it reopens; `queued` steps go in one piece); plus the
     writeBuffer of the step's parameters (not for queued steps: the step before left them on the GPU), the result's
     copy, map, getMappedRange and unmap."""
-    from ..gpu.commands import ops_per_piece
+    from ..gpu.commands import piece_bounds
 
-    every = ops_per_piece(dl.count, queued)
+    starts = {start for start, _ in piece_bounds(dl.count, queued)}
     calls, in_pass, pipeline = 4 if queued else 5, False, None
     for i, op in enumerate(dl.ops):
-        if i and i % every == 0:  # a new piece: finish + submit, a new encoder
+        if i and i in starts:  # a new piece: finish + submit, a new encoder
             calls += 3 + (1 if in_pass else 0)
             in_pass = False
         if op[0] == 0:
@@ -101,8 +102,10 @@ async def run(args: dict) -> dict:
     if fractions and not args.get("store"):
         raise ValueError("the streaming cases need a model store (args['store'])")
     gpu = await open_gpu()
-    if args.get("ops_per_submit") is not None:
-        set_submit_split(gpu, int(args["ops_per_submit"]))
+    if args.get("ops_per_submit") is not None or args.get("lead_ops") is not None:
+        split = args.get("ops_per_submit")
+        lead = args.get("lead_ops")
+        set_submit_split(gpu, int(helper().splitEvery if split is None else split), None if lead is None else int(lead))
     pipes = Pipelines(gpu)
     mb = args.get("stream_mb")
     stream = await stream_read.measure(gpu, pipes, int(mb) << 20 if mb else None)
@@ -122,7 +125,9 @@ def describe(gpu) -> dict:
     return {"description": gpu.info.get("description"), "vendor": gpu.info.get("vendor"),
             "architecture": gpu.info.get("architecture"), "fallback": gpu.info.get("isFallbackAdapter"),
             "subgroups": [gpu.subgroup_min, gpu.subgroup_max], "max_binding": gpu.max_binding,
-            "timestamp_query": "timestamp-query" in gpu.features}
+            "timestamp_query": "timestamp-query" in gpu.features,
+            # how prompt chunks and unqueued steps are cut into submits (commands.recordSplit)
+            "ops_per_submit": int(helper().splitEvery), "lead_ops": int(helper().leadOps)}
 
 
 async def run_resident(args: dict, gpu, pipes, stream) -> dict:

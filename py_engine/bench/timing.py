@@ -127,14 +127,14 @@ async def queued_steps(dec, tok, n: int, ahead: int = 1, per_submit: int = 1):
 
 def submit_pieces(dl, whole: bool = False) -> list:
     """The compute passes of each piece the replay helper submits one token's list in (commands.recordSplit,
-    splitEvery ops a piece, or with `whole` one piece, as queued steps go; a copy between dispatches ends a pass)."""
-    from ..gpu.commands import ops_per_piece
+    leadOps then splitEvery ops a piece, or with `whole` one piece, as queued steps go; a copy between dispatches
+    ends a pass)."""
+    from ..gpu.commands import piece_bounds
 
     kinds = [op[0] for op in dl.ops]
-    every = ops_per_piece(len(kinds), whole)
     out = []
-    for start in range(0, len(kinds), every):
-        piece = kinds[start:start + every]
+    for start, end in piece_bounds(len(kinds), whole):
+        piece = kinds[start:end]
         out.append(sum(1 for i, k in enumerate(piece) if k == 0 and (i == 0 or piece[i - 1] != 0)))
     return out
 

@@ -12,7 +12,8 @@ Instead of "model", "store": FOLDER runs from a model store with the experts str
 one pool buffer, to split small pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt
 tokens per batched prefill chunk (default: 256 on a GPU, 64 on a CPU adapter; 1 = token by token), for either kind
 of job; "ops_per_submit": submit
-replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py); "act": "q8" (default:
+replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py), with "lead_ops" the
+first piece's (0: as the others); "act": "q8" (default:
 Q8_0 products quantise their input as llama.cpp does) or "f32" (f32 activations).
 
 Step i scores the token after the prompt plus the first i fed ids: with teacher_force of k ids there are k + 1
@@ -92,12 +93,12 @@ async def open_store_job(job: dict, gpu, pipelines):
 async def run_job(job: dict, gpu, pipelines) -> dict:
     if "ops_per_submit" not in job:
         return await _run_job(job, gpu, pipelines)
-    before = int(helper().splitEvery)
-    set_submit_split(gpu, int(job["ops_per_submit"]))
+    before = int(helper().splitEvery), int(helper().leadOps)
+    set_submit_split(gpu, int(job["ops_per_submit"]), int(job.get("lead_ops", before[1])))
     try:
         return await _run_job(job, gpu, pipelines)
     finally:
-        set_submit_split(gpu, before)
+        set_submit_split(gpu, *before)
 
 
 async def _run_job(job: dict, gpu, pipelines) -> dict:

@@ -9,6 +9,7 @@ import js
 from pyodide.code import run_js
 
 from .buffers import MAP_READ
+from .pieces import split_bounds
 
 _HELPER_JS = r"""
 ({
@@ -40,26 +41,32 @@ _HELPER_JS = r"""
   },
   // Ops per submit (0: one submit). Encoding a long list costs CPU time (a few µs per WebGPU call) during which a
   // single submit leaves the GPU idle; submitting every `splitEvery` ops lets the GPU run the first part while
-  // the rest is encoded. Set per device by Python (set_submit_split).
+  // the rest is encoded. leadOps (0: splitEvery) sizes the first piece alone: the GPU idles until it is submitted,
+  // and a prompt chunk's first few dispatches already take longer than encoding the next piece. Both set per device
+  // by Python (set_submit_split).
   splitEvery: 0,
-  // Record ops[from..] in pieces of `split` ops (0: one piece), submitting every piece but the last; returns the last
-  // piece's encoder. first(enc), when given, records commands ahead of the ops in the first piece.
-  // ts: null, or {querySet, base}: piece p's first pass starts at query base + 2p, its last ends at base + 2p + 1.
-  recordSplit(device, ops, first = null, ts = null, split = this.splitEvery) {
+  leadOps: 0,
+  // Record ops[from..] in pieces (`lead` ops, then `split` ops each; split 0: one piece), submitting every piece but
+  // the last; returns the last piece's encoder. first(enc), when given, records commands ahead of the ops in the
+  // first piece. ts: null, or {querySet, base}: piece p's first pass starts at query base + 2p, its last ends at
+  // base + 2p + 1.
+  recordSplit(device, ops, first = null, ts = null, split = this.splitEvery, lead = this.leadOps) {
     const n = ops.length, every = split > 0 ? split : n;
-    let start = 0;
-    const stamps = (s) => ts === null ? null
-      : { querySet: ts.querySet, begin: ts.base + 2 * (s / every), end: ts.base + 2 * (s / every) + 1 };
-    while (n - start > every) {
+    let start = 0, piece = 0, size = split > 0 && lead > 0 ? Math.min(lead, every) : every;
+    const stamps = () => ts === null ? null
+      : { querySet: ts.querySet, begin: ts.base + 2 * piece, end: ts.base + 2 * piece + 1 };
+    while (n - start > size) {
       const enc = device.createCommandEncoder();
       if (start === 0 && first !== null) first(enc);
-      this.record(enc, ops, start, start + every, stamps(start));
+      this.record(enc, ops, start, start + size, stamps());
       device.queue.submit([enc.finish()]);
-      start += every;
+      start += size;
+      piece++;
+      size = every;
     }
     const enc = device.createCommandEncoder();
     if (start === 0 && first !== null) first(enc);
-    this.record(enc, ops, start, n, stamps(start));
+    this.record(enc, ops, start, n, stamps());
     return enc;
   },
   // The timestampWrites of the pass opened at ops[i] (running to the next copy or `to`): ts.begin if it opens at the
@@ -164,15 +171,18 @@ class DispatchList:
         helper().replay(gpu.device, self.ops)
 
 
-def set_submit_split(gpu, ops_per_submit: int) -> None:
-    """Submit replays in pieces of `ops_per_submit` operations (0: one submit per replay); see splitEvery."""
+def set_submit_split(gpu, ops_per_submit: int, lead_ops: int | None = None) -> None:
+    """Submit replays in pieces of `ops_per_submit` operations (0: one submit per replay), the first of `lead_ops`
+    (0: ops_per_submit; None: left as it is); see splitEvery and leadOps."""
     helper().splitEvery = int(ops_per_submit)
+    if lead_ops is not None:
+        helper().leadOps = int(lead_ops)
 
 
-def ops_per_piece(n_ops: int, whole: bool = False) -> int:
-    """How many of a list's `n_ops` operations recordSplit submits together: splitEvery, or all of them where the
-    list goes whole (queued steps, step(..., whole)) or splitEvery is 0."""
-    return (0 if whole else int(helper().splitEvery)) or n_ops
+def piece_bounds(n_ops: int, whole: bool = False) -> list:
+    """The (start, end) of each piece recordSplit submits a list of `n_ops` operations in (leadOps, then splitEvery
+    ops each); one piece where the list goes whole (queued steps, step(..., whole)) or splitEvery is 0."""
+    return split_bounds(n_ops, 0 if whole else int(helper().splitEvery), int(helper().leadOps))
 
 
 def track_errors(gpu):
@@ -196,4 +206,4 @@ def split_groups(n: int, limit: int = 65535) -> tuple[int, int]:
     return limit, (n + limit - 1) // limit
 
 
-__all__ = ["DispatchList", "helper", "set_submit_split", "track_errors", "check_errors", "split_groups", "MAP_READ"]
+__all__ = ["DispatchList", "helper", "set_submit_split", "piece_bounds", "track_errors", "check_errors", "split_groups", "MAP_READ"]

@@ -31,6 +31,10 @@ class GpuUnavailable(RuntimeError):
 # recorded ops per queue submit on a GPU (about one layer; commands.py splitEvery): the GPU starts a prompt chunk or
 # an unqueued step while the host encodes the rest; queued greedy steps go whole (Decoder._launch)
 OPS_PER_SUBMIT = 24
+# ops in the first of those submits: the GPU idles until it is submitted, and a prompt chunk's first few dispatches
+# (its first product) outlast encoding the next piece; 4 took the 512-token prefill's mean ~1.2 % shorter on an
+# H100 than 24 (docs/benchmarks.md, twentieth round)
+LEAD_OPS = 4
 
 
 class Gpu:
@@ -85,5 +89,5 @@ async def open_gpu(power_preference: str = "high-performance") -> Gpu:
     dev_features = {str(f) for f in device.features}
     from .commands import set_submit_split
     # a GPU runs the first part of a token while the CPU encodes the rest; a CPU adapter gains nothing from that
-    set_submit_split(None, 0 if info["isFallbackAdapter"] else OPS_PER_SUBMIT)
+    set_submit_split(None, 0 if info["isFallbackAdapter"] else OPS_PER_SUBMIT, LEAD_OPS)
     return Gpu(adapter, device, limits, dev_features, info)
