@@ -114,8 +114,9 @@ def test_split_bounds_cover_the_list_in_order():
     assert split_bounds(56, 0, 4) == [(0, 56)]  # one submit: no lead
     assert split_bounds(56, 24) == split_bounds(56, 24, 0) == [(0, 24), (24, 48), (48, 56)]
     assert split_bounds(56, 24, 4) == [(0, 4), (4, 28), (28, 52), (52, 56)]
-    assert split_bounds(10, 24, 4) == [(0, 4), (4, 10)]
-    assert split_bounds(3, 24, 4) == [(0, 3)]
+    assert split_bounds(25, 24, 4) == [(0, 4), (4, 25)]
+    assert split_bounds(24, 24, 4) == [(0, 24)]  # a list that is not cut keeps its one submit
+    assert split_bounds(10, 24, 4) == [(0, 10)]
     assert split_bounds(48, 24, 30) == [(0, 24), (24, 48)]  # a lead longer than a piece is one piece
 
 

@@ -46,13 +46,13 @@ _HELPER_JS = r"""
   // by Python (set_submit_split).
   splitEvery: 0,
   leadOps: 0,
-  // Record ops[from..] in pieces (`lead` ops, then `split` ops each; split 0: one piece), submitting every piece but
-  // the last; returns the last piece's encoder. first(enc), when given, records commands ahead of the ops in the
+  // Record ops[from..] in pieces of `split` ops (split 0: one piece), the first of `lead` where the list is cut at
+  // all, submitting every piece but the last; returns the last piece's encoder. first(enc), when given, records commands ahead of the ops in the
   // first piece. ts: null, or {querySet, base}: piece p's first pass starts at query base + 2p, its last ends at
   // base + 2p + 1.
   recordSplit(device, ops, first = null, ts = null, split = this.splitEvery, lead = this.leadOps) {
     const n = ops.length, every = split > 0 ? split : n;
-    let start = 0, piece = 0, size = split > 0 && lead > 0 ? Math.min(lead, every) : every;
+    let start = 0, piece = 0, size = lead > 0 && n > every ? Math.min(lead, every) : every;
     const stamps = () => ts === null ? null
       : { querySet: ts.querySet, begin: ts.base + 2 * piece, end: ts.base + 2 * piece + 1 };
     while (n - start > size) {
