@@ -41,15 +41,15 @@ _HELPER_JS = r"""
   },
   // Ops per submit (0: one submit). Encoding a long list costs CPU time (a few µs per WebGPU call) during which a
   // single submit leaves the GPU idle; submitting every `splitEvery` ops lets the GPU run the first part while
-  // the rest is encoded. leadOps (0: splitEvery) sizes the first piece alone: the GPU idles until it is submitted,
-  // and a prompt chunk's first few dispatches already take longer than encoding the next piece. Both set per device
-  // by Python (set_submit_split).
+  // the rest is encoded. leadOps (0: splitEvery) sizes the first piece of a list that is cut at all: the GPU idles
+  // until it is submitted, and a prompt chunk's first few dispatches already take longer than encoding the next
+  // piece. Both set per device by Python (set_submit_split).
   splitEvery: 0,
   leadOps: 0,
-  // Record ops[from..] in pieces of `split` ops (split 0: one piece), the first of `lead` where the list is cut at
-  // all, submitting every piece but the last; returns the last piece's encoder. first(enc), when given, records commands ahead of the ops in the
-  // first piece. ts: null, or {querySet, base}: piece p's first pass starts at query base + 2p, its last ends at
-  // base + 2p + 1.
+  // Record ops in pieces of `split` ops (split 0: one piece), the first of `lead` where the list is cut at all,
+  // submitting every piece but the last; returns the last piece's encoder. first(enc), when given, records commands
+  // ahead of the ops in the first piece. ts: null, or {querySet, base}: piece p's first pass starts at query
+  // base + 2p, its last ends at base + 2p + 1.
   recordSplit(device, ops, first = null, ts = null, split = this.splitEvery, lead = this.leadOps) {
     const n = ops.length, every = split > 0 ? split : n;
     let start = 0, piece = 0, size = lead > 0 && n > every ? Math.min(lead, every) : every;
@@ -206,4 +206,5 @@ def split_groups(n: int, limit: int = 65535) -> tuple[int, int]:
     return limit, (n + limit - 1) // limit
 
 
-__all__ = ["DispatchList", "helper", "set_submit_split", "piece_bounds", "track_errors", "check_errors", "split_groups", "MAP_READ"]
+__all__ = ["DispatchList", "helper", "set_submit_split", "piece_bounds", "track_errors", "check_errors", "split_groups",
+           "MAP_READ"]
