@@ -221,6 +221,24 @@ def _js_gc(g: dict, steps_ms=None) -> str:
     return text
 
 
+# steal above this share of a run's wall time, summed over the host's CPUs: the twentieth round's slow host runs
+# (docs/benchmarks.md) lost 0.3-2.4 s in ~15 s runs, its fast one 0.01 s
+STEAL_NOTED_MS_PER_S = 5.0
+
+
+def _steal(raw: dict) -> list:
+    """The line on the host CPUs' steal time over the run (py_engine/bench/host_steal_clock.py), where reported."""
+    st, label = raw.get("host_steal"), "host CPUs' steal time"
+    if not st:
+        return []
+    if not st.get("available"):
+        return [f"{label:34}not reported ({st.get('reason', '')})"]
+    text = f"{label:34}{st['steal_ms']:,.0f} ms over the run's {st['run_s']:.1f} s ({st['cpus']} CPUs)"
+    if st["run_s"] > 0 and st["steal_ms"] / st["run_s"] > STEAL_NOTED_MS_PER_S:
+        text += ": the hypervisor ran other work on this machine's CPUs; host-side times (launch, encode) may be slow"
+    return [text]
+
+
 def _decode_label(dec: dict) -> str:
     """The decode row's label: its tokens, and how its steps were queued."""
     ahead, per = dec.get("steps_ahead", 1), dec.get("tokens_per_submit", 1)
@@ -234,7 +252,7 @@ def table(raw: dict, d: dict) -> str:
     if "prefill" not in raw:
         dev = raw["device"]
         return "\n".join([f"device   {dev['description']}", f"streaming read (same process)     "
-                          f"{raw['stream']['GBps']:,.1f} GB/s"] + streaming_table(raw, d))
+                          f"{raw['stream']['GBps']:,.1f} GB/s"] + _steal(raw) + streaming_table(raw, d))
     m, dev, gb = raw["model"], raw["device"], raw["gpu_bytes"]
     per = raw["per_token"]
     cpu = PEERS["experts_on_cpu"]
@@ -276,6 +294,7 @@ def table(raw: dict, d: dict) -> str:
         *([f"JS garbage collector              prefill {_js_gc(raw['prefill']['js_gc'])}",
            f"{'':34}decode {_js_gc(raw['decode']['js_gc'], raw['decode'].get('steps_ms'))}"]
           if "js_gc" in raw["prefill"] else []),
+        *_steal(raw),
         f"FFI calls per token (Python->JS)  prefill {d['ffi_calls_per_token']['prefill']:.3f}, decode "
         f"{d['ffi_calls_per_token']['decode']:.2f}",
         f"dispatches per token              {d['dispatches_per_token']} ({raw['webgpu_calls_per_token']} "

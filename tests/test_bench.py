@@ -3,6 +3,7 @@ the experts streamed from a store, on lavapipe) and the byte/FLOP accounting it 
 model's own dimensions."""
 import json
 import shutil
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -69,6 +70,18 @@ def test_streaming_bound_is_throughput_over_bytes_read():
     case["decode"]["bytes_read"] = 0  # every pick resident: no bound from the disk
     assert bench.derive_streaming(case)["stream_bound_tok_s"] is None
     assert bench.derive({"streaming": [case]})["budgets"]["25%"]["decode_tok_s"] == 5.0
+
+
+def test_steal_line_says_when_the_hypervisor_took_the_cpus():
+    quiet = {"available": True, "steal_ms": 10.0, "run_s": 15.0, "cpus": 16}
+    busy = {**quiet, "steal_ms": 1880.0}
+    (line,) = bench._steal({"host_steal": quiet})
+    assert "10 ms over the run's 15.0 s (16 CPUs)" in line and "hypervisor" not in line
+    (line,) = bench._steal({"host_steal": busy})
+    assert "1,880 ms" in line and "hypervisor ran other work" in line
+    (line,) = bench._steal({"host_steal": {"available": False, "reason": "no /proc/stat here"}})
+    assert "not reported (no /proc/stat here)" in line
+    assert bench._steal({}) == []
 
 
 def test_budgets_parse_and_refuse():
@@ -167,6 +180,13 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         assert abs(sum(k["ms"] for k in j["by_kind"].values()) - j["ms"]) < 0.01
         assert all(1.0 < ms <= j["ms"] + 1e-3 for _, ms, _ in j["long"])
     assert "JS garbage collector" in printed and "after a full collection" in printed
+    # the hypervisor's share of the host's CPUs over the run (Linux's steal time), read through Node
+    st = raw["host_steal"]
+    if sys.platform == "linux":
+        with open("/proc/stat") as f:
+            cpus = sum(1 for line in f if line.startswith("cpu") and line[3].isdigit())
+        assert st["available"] and st["cpus"] == cpus and st["steal_ms"] >= 0 and st["run_s"] > 0, st
+        assert "host CPUs' steal time" in printed and f"({cpus} CPUs)" in printed
     rate = raw["replay_rate"]
     assert 0 < rate["cpu_us_per_token"] <= rate["total_us_per_token"] and "decode replays back to back" in printed
     assert 0 < rate["encode_only_us_per_token"] and "encoded, never submitted" in printed

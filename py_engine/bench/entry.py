@@ -21,11 +21,14 @@ tokens, timing only Decoder.step (the bench's own argmax over the logits is outs
 Returns raw figures; the host (diskformer/bench.py) derives bounds and ratios and prints the table.
 """
 
+import time
+
 from ..engine.decoder import Decoder
 from ..gpu.commands import helper, set_submit_split
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import Pipelines
-from . import accounting, dispatch_profile, gc_clock, js_gc_clock, kernel_costs, stream_read, streaming, timing
+from . import (accounting, dispatch_profile, gc_clock, host_steal_clock, js_gc_clock, kernel_costs, stream_read,
+               streaming, timing)
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 WARMUP_PREFILLS = 16  # untimed prompts at most before the timed ones (the first one after load reported apart)
@@ -101,6 +104,8 @@ async def run(args: dict) -> dict:
     fractions = [float(b) for b in budgets if b != "all"]
     if fractions and not args.get("store"):
         raise ValueError("the streaming cases need a model store (args['store'])")
+    steal = host_steal_clock.HostStealClock()
+    steal0, t0 = steal.now(), time.perf_counter()
     gpu = await open_gpu()
     if args.get("ops_per_submit") is not None or args.get("lead_ops") is not None:
         split = args.get("ops_per_submit")
@@ -118,6 +123,7 @@ async def run(args: dict) -> dict:
             gpu, pipes, args["store"], f, lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
             args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS, args.get("routing", "auto")))
     out["streaming"] = cases
+    out["host_steal"] = {**steal.spent(steal0, steal.now()), "run_s": round(time.perf_counter() - t0, 3)}
     return out
 
 

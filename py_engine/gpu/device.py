@@ -89,5 +89,6 @@ async def open_gpu(power_preference: str = "high-performance") -> Gpu:
     dev_features = {str(f) for f in device.features}
     from .commands import set_submit_split
     # a GPU runs the first part of a token while the CPU encodes the rest; a CPU adapter gains nothing from that
-    set_submit_split(None, 0 if info["isFallbackAdapter"] else OPS_PER_SUBMIT, LEAD_OPS)
+    cpu = info["isFallbackAdapter"]
+    set_submit_split(None, 0 if cpu else OPS_PER_SUBMIT, 0 if cpu else LEAD_OPS)
     return Gpu(adapter, device, limits, dev_features, info)
