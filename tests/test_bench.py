@@ -84,6 +84,35 @@ def test_steal_line_says_when_the_hypervisor_took_the_cpus():
     assert bench._steal({}) == []
 
 
+@needs_node
+def test_clocks_say_unavailable_where_the_runtime_lacks_them():
+    """In a runtime without Node's `fs` or V8's gc entries (a browser), the steal and JS collector clocks report
+    `available: False` instead of failing: Node's own are hidden here while each clock is made."""
+    from diskformer.node_engine import run_in_node
+    code = """
+from pyodide.code import run_js
+from py_engine.bench.host_steal_clock import HostStealClock
+from py_engine.bench.js_gc_clock import JsGcClock
+
+def main(args):
+    saved = run_js("(() => { const s = [process.getBuiltinModule, globalThis.PerformanceObserver]; "
+                   "process.getBuiltinModule = undefined; globalThis.PerformanceObserver = undefined; return s; })()")
+    try:
+        steal = HostStealClock()
+        a = steal.now()
+        with JsGcClock() as jgc:
+            gc = jgc.spent(0.0, 1.0)
+    finally:
+        run_js("(s) => { process.getBuiltinModule = s[0]; globalThis.PerformanceObserver = s[1]; }")(saved)
+    present = HostStealClock()
+    return {"steal": steal.spent(a, steal.now()), "gc": gc, "present": present.spent(present.now(), present.now())}
+"""
+    out = run_in_node(code, {})
+    assert out["steal"]["available"] is False and "no /proc/stat" in out["steal"]["reason"]
+    assert out["gc"]["available"] is False
+    assert out["present"]["available"] is True  # restored: Node's own clock reads again
+
+
 def test_budgets_parse_and_refuse():
     assert bench.parse_budgets(bench.DEFAULT_BUDGETS) == ["all", 0.25, 0.1]
     assert bench.parse_budgets("10%, all") == [0.1, "all"]

@@ -13,18 +13,19 @@ TICKS_PER_S = 100
 _READER_JS = r"""
 (() => {
   const fs = (typeof process !== 'undefined' && process.getBuiltinModule) ? process.getBuiltinModule('fs') : null;
-  if (fs === null) return null;
-  // one read: [steal ticks of all CPUs, the number of CPUs], or null where /proc/stat cannot be read
+  // undefined, not null: Pyodide turns undefined into None (null into its JsNull)
+  if (fs === null) return undefined;
+  // one read: [steal ticks of all CPUs, the number of CPUs], or undefined where /proc/stat cannot be read
   return () => {
     let text;
-    try { text = fs.readFileSync('/proc/stat', 'utf8'); } catch (e) { return null; }
+    try { text = fs.readFileSync('/proc/stat', 'utf8'); } catch (e) { return undefined; }
     let steal = null, cpus = 0;
     for (const line of text.split('\n')) {
       const f = line.trim().split(/\s+/);
       if (f[0] === 'cpu' && f.length > 8) steal = Number(f[8]);  // user nice system idle iowait irq softirq steal
       else if (/^cpu\d+$/.test(f[0])) cpus++;
     }
-    return steal === null ? null : [steal, cpus];
+    return steal === null ? undefined : [steal, cpus];
   };
 })()
 """

@@ -10,7 +10,7 @@ from pyodide.code import run_js
 _OBSERVER_JS = r"""
 (() => {
   const types = (typeof PerformanceObserver === 'undefined') ? [] : (PerformanceObserver.supportedEntryTypes || []);
-  if (!types.includes('gc')) return null;
+  if (!types.includes('gc')) return undefined;  // Pyodide turns undefined into None (null into its JsNull)
   // flat [startTime, duration, kind, forced, ...]: kind as Node's perf_hooks constants (1 minor, 4 major,
   // 8 incremental, 16 weak callbacks); forced: asked for by gc() (flag 4). Entries reach the observer a task after
   // the collection, so `settle` before reading them
