@@ -7,7 +7,7 @@ the engine (Python, the FFI, the WebGPU calls, Dawn's submit) slows alike, by up
 through Node's `fs` (Pyodide sees no /proc of its own); `available` is False elsewhere (a browser, not Linux)."""
 from pyodide.code import run_js
 
-# Linux reports /proc/stat in USER_HZ ticks, 100 a second on every architecture it runs on
+# /proc/stat counts in USER_HZ ticks, which Linux fixes at 100 a second for user space (x86, arm64)
 TICKS_PER_S = 100
 
 _READER_JS = r"""
