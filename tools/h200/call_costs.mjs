@@ -1,7 +1,8 @@
 // CPU cost of encoding WebGPU compute work through Dawn's Node binding, per call kind: what a decoded token's
 // ~100 dispatches cost before the GPU sees them (the engine encodes them on every token; compute passes have no
-// bundles). Times the encoding + finish + submit of N tiny dispatches in variants, CPU only (the GPU idles).
-//   DAWN_NODE=path/dawn.node node tools/h200/call_costs.mjs
+// bundles). Times the encoding + finish + submit of N tiny dispatches in variants, CPU only (the GPU idles), and what
+// one bind group per layer on a shared pipeline layout would cost instead.
+//   DAWN_NODE=path/dawn.node node tools/h200/call_costs.mjs [--shared N]   (N: the shared group's buffers, 16)
 // Prints one JSON line per variant: µs per dispatch (median of repeats).
 import { createRequire } from 'node:module';
 
@@ -10,7 +11,9 @@ const dawn = require(process.env.DAWN_NODE);
 Object.assign(globalThis, dawn.globals);
 const gpu = dawn.create([]);
 const adapter = await gpu.requestAdapter();
-const device = await adapter.requestDevice({});
+// the adapter's storage-buffer limit: the shared-layout variant binds a layer's 16 buffers in one group
+const device = await adapter.requestDevice({
+  requiredLimits: { maxStorageBuffersPerShaderStage: Math.min(32, adapter.limits.maxStorageBuffersPerShaderStage) } });
 const S = GPUBufferUsage.STORAGE, U = GPUBufferUsage.UNIFORM, CD = GPUBufferUsage.COPY_DST;
 const med = (a) => [...a].sort((p, q) => p - q)[a.length >> 1];
 
@@ -78,6 +81,63 @@ const variants = [
   { name: 'dispatch only', nb: 8, setPipeline: false, setBindGroup: false },
   { name: 'pipeline+bindgroup(8)+dispatch(x)', nb: 8, setPipeline: true, setBindGroup: true, xOnly: true },
 ];
+// What one bind group per layer would cost (every pipeline on one explicit layout of a uniform + SHARED storage
+// buffers, each kernel reading its own few): setPipeline + dispatch, the group set once per LAYER dispatches, against
+// the engine's form (a new group of 8 per dispatch) in the same process
+const sharedArg = process.argv.indexOf('--shared');
+const SHARED = Math.min(sharedArg > 0 ? Number(process.argv[sharedArg + 1]) : 16,
+  device.limits.maxStorageBuffersPerShaderStage), LAYER = 6;
+const sharedBgl = device.createBindGroupLayout({ entries: [
+  { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } },
+  ...[...Array(SHARED).keys()].map((i) => ({ binding: i + 1, visibility: GPUShaderStage.COMPUTE,
+    buffer: { type: 'storage' } }))] });
+const sharedLayout = device.createPipelineLayout({ bindGroupLayouts: [sharedBgl] });
+const sharedPipes = [...Array(LAYER).keys()].map((k) => {
+  const decls = [...Array(SHARED).keys()].map((i) =>
+    `@group(0) @binding(${i + 1}) var<storage, read_write> b${i}: array<f32>;`).join('\n');
+  const code = `struct P { a: u32, b: u32, c: u32, d: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+${decls}
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x == 0u) { b${k % SHARED}[0] = f32(p.a) + b${(k + 1) % SHARED}[0] + b${(k + 2) % SHARED}[0]; }
+}`;
+  return device.createComputePipeline({ layout: sharedLayout,
+    compute: { module: device.createShaderModule({ code }), entryPoint: 'main' } });
+});
+const sharedGroups = [...Array(Math.ceil(N / LAYER)).keys()].map(() => device.createBindGroup({ layout: sharedBgl,
+  entries: [{ binding: 0, resource: { buffer: device.createBuffer({ size: 16, usage: U | CD }) } },
+    ...[...Array(SHARED).keys()].map((i) => ({ binding: i + 1,
+      resource: { buffer: device.createBuffer({ size: 256, usage: S }) } }))] }));
+
+function encodeShared(submits) {
+  const every = Math.ceil(N / submits);
+  let i = 0;
+  while (i < N) {
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    const end = Math.min(N, i + every), start = i;
+    for (; i < end; i++) {
+      pass.setPipeline(sharedPipes[i % LAYER]);
+      if (i % LAYER === 0 || i === start) pass.setBindGroup(0, sharedGroups[Math.floor(i / LAYER)]);
+      pass.dispatchWorkgroups(1, 1, 1);
+    }
+    pass.end();
+    device.queue.submit([enc.finish()]);
+  }
+}
+
+for (const submits of [1, 5]) {
+  const times = [];
+  for (let r = 0; r < REPS; r++) {
+    const t0 = performance.now();
+    encodeShared(submits);
+    times.push((performance.now() - t0) * 1000 / N);
+    if (r % 20 === 19) await device.queue.onSubmittedWorkDone();
+  }
+  await device.queue.onSubmittedWorkDone();
+  console.log(JSON.stringify({ variant: `pipeline+dispatch, one bindgroup(${SHARED}) per ${LAYER} (shared layout)`,
+    submits_per_100: submits, us_per_dispatch: +med(times).toFixed(3) }));
+}
 for (const submits of [1, 5]) {
   for (const v of variants) {
     const times = [];
