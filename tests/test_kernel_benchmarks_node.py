@@ -10,7 +10,7 @@ in turn, its weights cold or warm giving the engine's bits; grid_barrier.mjs: a 
 workgroups, every arrival and read counted; persistent_chain.mjs: a chain of products as one persistent dispatch,
 giving the dispatches' bits; loads_across_barriers.mjs: loads and a staging in both orders, each form's result
 checked; l2_prefetch.mjs: a product after a dispatch whose extra workgroups read its weights, every word read and
-the same bits).
+the same bits; call_costs.mjs: the host's cost of each call mix, and of one bind group per layer).
 """
 import json
 import shutil
@@ -176,3 +176,13 @@ def test_persistent_chain_gives_the_dispatches_bits():
     # a grid of one workgroup: the engine's arithmetic in the same order, so the dispatches' outputs bit for bit
     assert all(r["same_as_dispatches"] is True and r["timeouts"] == 0 for r in rows), rows
     assert all(r["us_chain"] > 0 and r["us_chain_of_2"] > 0 for r in rows)
+
+
+def test_call_costs_time_every_mix():
+    rows = _run("tools/h200/call_costs.mjs", "--shared", "8")
+    mixes = [r for r in rows if "us_per_dispatch" in r]
+    shared = [r for r in mixes if "shared layout" in r["variant"]]
+    assert [r["submits_per_100"] for r in shared] == [1, 5] and "bindgroup(8) per 6" in shared[0]["variant"]
+    assert {r["variant"] for r in mixes} >= {"pipeline+bindgroup(8)+dispatch", "dispatch only"}
+    assert all(r["us_per_dispatch"] > 0 for r in mixes)
+    assert rows[-1]["variant"] == "await" and rows[-1]["mapAsync_us"] > 0

@@ -7,7 +7,7 @@
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const dawn = require(process.env.DAWN_NODE);
+const dawn = require(process.env.DAWN_NODE || 'webgpu');
 Object.assign(globalThis, dawn.globals);
 const gpu = dawn.create([]);
 const adapter = await gpu.requestAdapter();
