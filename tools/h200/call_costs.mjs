@@ -47,28 +47,47 @@ const pipes2 = [pipeline(2, 0), pipeline(2, 1)], pipes8 = [pipeline(8, 0), pipel
 const bg2 = [bindGroups(pipes2[0], 2, N), bindGroups(pipes2[1], 2, N)];
 const bg8 = [bindGroups(pipes8[0], 8, N), bindGroups(pipes8[1], 8, N)];
 
-function encode(v, submits) {
+// N dispatches in `submits` encoders, each finished and submitted; record(pass, i, start) encodes dispatch i of a
+// pass that opened at dispatch `start`
+function encodeWith(submits, record) {
   const every = Math.ceil(N / submits);
   let i = 0;
   while (i < N) {
     const enc = device.createCommandEncoder();
     const pass = enc.beginComputePass();
     const end = Math.min(N, i + every), start = i;
-    for (; i < end; i++) {
-      const p = i & 1;
-      const pipes = v.nb === 8 ? pipes8 : pipes2, bgs = v.nb === 8 ? bg8 : bg2;
-      if (v.setPipeline || i === start) pass.setPipeline(pipes[v.setPipeline ? p : 0]);
-      if (v.setBindGroup || i === start) {
-        const bg = bgs[v.setPipeline ? p : 0][v.same ? 0 : i];
-        if (v.form === 'array') pass.setBindGroup(0, bg, []);
-        else if (v.form === 'typed') pass.setBindGroup(0, bg, EMPTY, 0, 0);
-        else pass.setBindGroup(0, bg);
-      }
-      if (v.xOnly) pass.dispatchWorkgroups(1); else pass.dispatchWorkgroups(1, 1, 1);
-    }
+    for (; i < end; i++) record(pass, i, start);
     pass.end();
     device.queue.submit([enc.finish()]);
   }
+}
+
+function encode(v, submits) {
+  encodeWith(submits, (pass, i, start) => {
+    const p = i & 1;
+    const pipes = v.nb === 8 ? pipes8 : pipes2, bgs = v.nb === 8 ? bg8 : bg2;
+    if (v.setPipeline || i === start) pass.setPipeline(pipes[v.setPipeline ? p : 0]);
+    if (v.setBindGroup || i === start) {
+      const bg = bgs[v.setPipeline ? p : 0][v.same ? 0 : i];
+      if (v.form === 'array') pass.setBindGroup(0, bg, []);
+      else if (v.form === 'typed') pass.setBindGroup(0, bg, EMPTY, 0, 0);
+      else pass.setBindGroup(0, bg);
+    }
+    if (v.xOnly) pass.dispatchWorkgroups(1); else pass.dispatchWorkgroups(1, 1, 1);
+  });
+}
+
+// one JSON line: the median µs per dispatch of REPS encodings by run()
+async function timeEncoding(variant, submits, run) {
+  const times = [];
+  for (let r = 0; r < REPS; r++) {
+    const t0 = performance.now();
+    run();
+    times.push((performance.now() - t0) * 1000 / N);
+    if (r % 20 === 19) await device.queue.onSubmittedWorkDone();
+  }
+  await device.queue.onSubmittedWorkDone();
+  console.log(JSON.stringify({ variant, submits_per_100: submits, us_per_dispatch: +med(times).toFixed(3) }));
 }
 
 const variants = [
@@ -110,46 +129,19 @@ const sharedGroups = [...Array(Math.ceil(N / LAYER)).keys()].map(() => device.cr
       resource: { buffer: device.createBuffer({ size: 256, usage: S }) } }))] }));
 
 function encodeShared(submits) {
-  const every = Math.ceil(N / submits);
-  let i = 0;
-  while (i < N) {
-    const enc = device.createCommandEncoder();
-    const pass = enc.beginComputePass();
-    const end = Math.min(N, i + every), start = i;
-    for (; i < end; i++) {
-      pass.setPipeline(sharedPipes[i % LAYER]);
-      if (i % LAYER === 0 || i === start) pass.setBindGroup(0, sharedGroups[Math.floor(i / LAYER)]);
-      pass.dispatchWorkgroups(1, 1, 1);
-    }
-    pass.end();
-    device.queue.submit([enc.finish()]);
-  }
+  encodeWith(submits, (pass, i, start) => {
+    pass.setPipeline(sharedPipes[i % LAYER]);
+    if (i % LAYER === 0 || i === start) pass.setBindGroup(0, sharedGroups[Math.floor(i / LAYER)]);
+    pass.dispatchWorkgroups(1, 1, 1);
+  });
 }
 
 for (const submits of [1, 5]) {
-  const times = [];
-  for (let r = 0; r < REPS; r++) {
-    const t0 = performance.now();
-    encodeShared(submits);
-    times.push((performance.now() - t0) * 1000 / N);
-    if (r % 20 === 19) await device.queue.onSubmittedWorkDone();
-  }
-  await device.queue.onSubmittedWorkDone();
-  console.log(JSON.stringify({ variant: `pipeline+dispatch, one bindgroup(${SHARED}) per ${LAYER} (shared layout)`,
-    submits_per_100: submits, us_per_dispatch: +med(times).toFixed(3) }));
+  await timeEncoding(`pipeline+dispatch, one bindgroup(${SHARED}) per ${LAYER} (shared layout)`, submits,
+    () => encodeShared(submits));
 }
 for (const submits of [1, 5]) {
-  for (const v of variants) {
-    const times = [];
-    for (let r = 0; r < REPS; r++) {
-      const t0 = performance.now();
-      encode(v, submits);
-      times.push((performance.now() - t0) * 1000 / N);
-      if (r % 20 === 19) await device.queue.onSubmittedWorkDone();
-    }
-    await device.queue.onSubmittedWorkDone();
-    console.log(JSON.stringify({ variant: v.name, submits_per_100: submits, us_per_dispatch: +med(times).toFixed(3) }));
-  }
+  for (const v of variants) await timeEncoding(v.name, submits, () => encode(v, submits));
 }
 // the await the engine pays once per token: an empty submit's onSubmittedWorkDone, and a 4-byte map read
 const buf = device.createBuffer({ size: 256, usage: GPUBufferUsage.MAP_READ | CD });
