@@ -107,10 +107,7 @@ async def run(args: dict) -> dict:
     steal = host_steal_clock.HostStealClock()
     steal0, t0 = steal.now(), time.perf_counter()
     gpu = await open_gpu()
-    if args.get("ops_per_submit") is not None or args.get("lead_ops") is not None:
-        split = args.get("ops_per_submit")
-        lead = args.get("lead_ops")
-        set_submit_split(gpu, int(helper().splitEvery if split is None else split), None if lead is None else int(lead))
+    set_submit_split(gpu, args.get("ops_per_submit"), args.get("lead_ops"))  # None: the device's default
     pipes = Pipelines(gpu)
     mb = args.get("stream_mb")
     stream = await stream_read.measure(gpu, pipes, int(mb) << 20 if mb else None)

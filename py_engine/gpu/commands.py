@@ -171,10 +171,11 @@ class DispatchList:
         helper().replay(gpu.device, self.ops)
 
 
-def set_submit_split(gpu, ops_per_submit: int, lead_ops: int | None = None) -> None:
+def set_submit_split(gpu, ops_per_submit: int | None, lead_ops: int | None = None) -> None:
     """Submit replays in pieces of `ops_per_submit` operations (0: one submit per replay), the first of `lead_ops`
-    (0: ops_per_submit; None: left as it is); see splitEvery and leadOps."""
-    helper().splitEvery = int(ops_per_submit)
+    (0: ops_per_submit); see splitEvery and leadOps. None leaves that setting as it is."""
+    if ops_per_submit is not None:
+        helper().splitEvery = int(ops_per_submit)
     if lead_ops is not None:
         helper().leadOps = int(lead_ops)
 
