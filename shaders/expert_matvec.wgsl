@@ -21,6 +21,8 @@ const LANES: u32 = {{LANES}}u;
 const ABSENT: u32 = 0xFFFFFFFFu;
 #include "group_sum4.wgsl"
 
+const WG: u32 = 64u;   // group_sum4.wgsl's tree
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;

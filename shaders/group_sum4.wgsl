@@ -1,8 +1,8 @@
 // The sum of vec4 partials over the LANES lanes of a row group (LANES a power of two dividing the workgroup size
-// of 64; the includer declares it); every lane gets the group's totals. A workgroup-shared tree: correct for any
+// WG; the includer declares both); every lane gets the group's totals. A workgroup-shared tree: correct for any
 // subgroup width, or none. Kernels with fewer sums per lane pass them in the first components (the others add
 // zeros, the used ones the same additions in the same association).
-var<workgroup> red4: array<vec4<f32>, 64>;
+var<workgroup> red4: array<vec4<f32>, WG>;
 
 fn group_sum(acc: vec4<f32>, tid: u32) -> vec4<f32> {
   let lane = tid % LANES;

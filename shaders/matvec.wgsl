@@ -1,6 +1,6 @@
 // y[y_base + r] (+)= W[r] · x[x_base ..]  for rows r < rows of one weight matrix (or one row band of it).
 // Weights: Q8_0 planes or F32 (WFMT = q8 | f32). LANES lanes share a group of ROWS consecutive rows
-// (64 / LANES groups per workgroup); each lane takes every LANES-th 32-column block of each of those rows.
+// (WG / LANES groups per workgroup); each lane takes every LANES-th 32-column block of each of those rows.
 // Q8_0 weights multiply x quantised per 32-block as llama.cpp does (x_stage_q8.wgsl: staged once per workgroup,
 // int8 dot products); F32 weights multiply x as is. ROWS > 1 (tall matrices such as the output head) gives each
 // lane group ROWS consecutive rows (fewer, fuller workgroups). ACCUMULATE adds onto y (a residual add fused into
@@ -27,14 +27,17 @@ struct Params {
 const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 const ACCUMULATE: bool = {{ACCUMULATE}};
+// Lanes per workgroup: 64, or 256 where the staging is a gated input's (kernels.py: matvec_workgroup), whose
+// per-head work over all of x then serves 4x the rows.
+const WG: u32 = {{WG}}u;
 
 #include "row_reduce4.wgsl"
 
-@compute @workgroup_size(64)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let g = wg.y * ng.x + wg.x;
-  let row0 = (g * (64u / LANES) + lid.x / LANES) * ROWS;
+  let row0 = (g * (WG / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var y_old = vec4<f32>(0.0);   // read before the work, not after it: the load's latency then overlaps the product
   if (ACCUMULATE && lane == 0u) {
@@ -42,7 +45,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       y_old[i] = y[p.y_base + min(row0 + i, p.rows - 1u)];
     }
   }
-  stage_input(lid.x, 64u, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
+  stage_input(lid.x, WG, p.x_base / 4u, p.nb, p.eps, p.xn_write != 0u && wg.x == 0u && wg.y == 0u);
   let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   var vals = total;

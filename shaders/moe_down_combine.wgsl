@@ -8,7 +8,7 @@
 // Each (row, expert) dot adds the same blocks in the same order as moe_matvec.wgsl's (row_reduce4's rows_partial,
 // summed by its group_sum's tree) and the routed sums are added in moe_combine.wgsl's order, so without a shared
 // expert the result has the bits of those two dispatches (at the same lane count). Every workgroup stages all the
-// experts' activations (quantised per 32-block for Q8_0 weights) for its 64 / LANES · ROWS rows.
+// experts' activations (quantised per 32-block for Q8_0 weights) for its WG / LANES · ROWS rows.
 struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, shared_slot: u32, gate_at: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: a_0 .. a_{k-1} | a_shared
@@ -23,13 +23,14 @@ const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;          // rows per lane group
 const SHARED: bool = {{SHARED}};
 const N_E: u32 = {{N_E}}u;            // the experts summed: p.k, + 1 with SHARED
-var<workgroup> red: array<f32, 64u * N_E * ROWS>;   // [expert][row][lane] partials, summed in place
+const WG: u32 = {{WG}}u;              // lanes per workgroup: WG / LANES row groups share one staging
+var<workgroup> red: array<f32, WG * N_E * ROWS>;   // [expert][row][lane] partials, summed in place
 
-@compute @workgroup_size(64)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let t = lid.x;
-  let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + t / LANES) * ROWS;
+  let row0 = ((wg.y * ng.x + wg.x) * (WG / LANES) + t / LANES) * ROWS;
   let lane = t % LANES;
   var h_old = vec4<f32>(0.0);   // loaded first: its latency overlaps the staging and the products
   if (lane == 0u) {
@@ -46,7 +47,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
     slots[e] = slot;
   }
-  stage_x(t, 64u, 0u, N_E * p.nb);
+  stage_x(t, WG, 0u, N_E * p.nb);
   if (row0 < p.rows) {
     // The experts inside the lane's block loop (constant trip counts, unrolled): each step's N_E · ROWS block
     // loads are independent, so they are in flight together instead of one expert's round trip after another's
@@ -62,7 +63,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
     for (var e = 0u; e < N_E; e++) {
       for (var i = 0u; i < ROWS; i++) {
-        red[(e * ROWS + i) * 64u + t] = acc[e][i];
+        red[(e * ROWS + i) * WG + t] = acc[e][i];
       }
     }
   }
@@ -74,7 +75,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     if (lane < h && row0 < p.rows) {
       for (var e = 0u; e < N_E; e++) {
         for (var i = 0u; i < ROWS; i++) {
-          let at = (e * ROWS + i) * 64u + t;
+          let at = (e * ROWS + i) * WG + t;
           red[at] = (red[at] + red[at + s]) + (red[at + h] + red[at + h + s]);
         }
       }
@@ -85,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     if (lane == 0u && row0 < p.rows) {
       for (var e = 0u; e < N_E; e++) {
         for (var i = 0u; i < ROWS; i++) {
-          let at = (e * ROWS + i) * 64u + t;
+          let at = (e * ROWS + i) * WG + t;
           red[at] += red[at + 1u];
         }
       }
@@ -102,10 +103,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
       if (r < p.rows) {
         var routed = 0.0;
         for (var e = 0u; e < p.k; e++) {
-          routed += bitcast<f32>(route[p.w_base + e]) * red[(e * ROWS + i) * 64u + t];
+          routed += bitcast<f32>(route[p.w_base + e]) * red[(e * ROWS + i) * WG + t];
         }
         if (SHARED) {
-          h[r] = h_old[i] + routed + g * red[(p.k * ROWS + i) * 64u + t];
+          h[r] = h_old[i] + routed + g * red[(p.k * ROWS + i) * WG + t];
         } else {
           h[r] = h_old[i] + routed;
         }

@@ -30,6 +30,8 @@ const ROWS: u32 = {{ROWS}}u;   // 1 or 2 rows per lane group: (gate, up) of each
 #include "row_reduce4.wgsl"
 #include "silu_times.wgsl"
 
+const WG: u32 = 64u;   // group_sum4.wgsl's tree
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {

@@ -18,6 +18,8 @@ const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 #include "row_reduce4.wgsl"
 
+const WG: u32 = 64u;   // group_sum4.wgsl's tree
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;

@@ -1,6 +1,6 @@
 // Row groups of LANES lanes computing ROWS rows each (matvec.wgsl's layout): a lane's partial products, and their
-// sum over the group. LANES is a power of two dividing the workgroup size of 64. The includer declares LANES, ROWS
-// and block_dot_q (block_dot_*.wgsl).
+// sum over the group. LANES is a power of two dividing the workgroup size WG. The includer declares LANES, ROWS,
+// WG and block_dot_q (block_dot_*.wgsl).
 #include "group_sum4.wgsl"
 
 // This lane's partial sums for rows row0 .. row0 + ROWS - 1 of a matrix of `rows` rows of nb blocks whose row 0 is

@@ -38,6 +38,8 @@ fn shared_gate(t: u32) -> f32 {
   return 1.0 / (1.0 + exp(-workgroup_sum(acc, t)));
 }
 
+const WG: u32 = 64u;   // group_sum4.wgsl's tree
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {

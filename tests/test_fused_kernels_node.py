@@ -396,3 +396,16 @@ def test_down_products_and_the_block_sums_in_one_dispatch(fused_run, case):
     if not shared:
         out = lambda tag: np.frombuffer((fused_run.dir / f"out_{name}{tag}.bin").read_bytes(), np.float32)  # noqa
         np.testing.assert_array_equal(out("")[:n], out("_ref"))
+
+
+def test_down_combine_workgroup_fits_its_memory():
+    """moe_down_combine's workgroups take 256 lanes where their partials and staging fit WebGPU's 16 KiB of
+    workgroup memory (the real models' 9 experts of 16 blocks), fewer where they would not."""
+    from py_engine.gpu.workgroups import WORKGROUP_STORAGE, moe_down_workgroup
+
+    assert moe_down_workgroup(9, 16) == 256   # qwen35moe: 8 routed + the shared expert, 512 columns
+    assert moe_down_workgroup(9, 8192 // 32 // 9) == 128
+    assert moe_down_workgroup(9, 256 // 9, rows_per=4) == 64   # the floor, whatever it takes
+    for n_e, nb in ((9, 16), (4, 64), (9, 28), (2, 128)):
+        wg = moe_down_workgroup(n_e, nb)
+        assert wg == 64 or 4 * wg * n_e + 36 * n_e * nb <= WORKGROUP_STORAGE

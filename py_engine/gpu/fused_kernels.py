@@ -14,6 +14,7 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 """
 from .kernels import (Q8_MAX_COLS, GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group,
                       xfmt)
+from .workgroups import moe_down_workgroup
 
 
 def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
@@ -148,8 +149,6 @@ MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine
 # Rows per lane group of moe_down_combine: one. Every workgroup stages all k + 1 experts' activations; on the H200
 # two rows (half the workgroups) still cost more GPU time per token (1.604 vs 1.568 ms on the 8-layer file).
 MOE_DOWN_ROWS = 1
-
-
 def can_down_combine(pool, k: int, shared: bool = False) -> bool:
     """Whether moe_down_combine takes this block: a resident pool in one buffer per binding, at most
     MOE_DOWN_MAX_EXPERTS experts whose activations fit one workgroup's staging."""
@@ -177,11 +176,13 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
     n_e = k + (shared is not None)
     lanes = matvec_lanes(rows, nb, kern.lane_cap, kern.matvec_min_groups)
     rows_per = MOE_DOWN_ROWS
+    wg = moe_down_workgroup(n_e, nb, rows_per)
     slot, gate_at = shared or (0, 0)
     params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, slot, gate_at, label=label)
     consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
-              "SHARED": "true" if shared is not None else "false", "N_E": n_e, "STAGED_BLOCKS": n_e * nb}
-    per_group = 64 // lanes * rows_per
+              "SHARED": "true" if shared is not None else "false", "N_E": n_e, "STAGED_BLOCKS": n_e * nb,
+              "WG": wg}
+    per_group = wg // lanes * rows_per
     kern._record(dl, "moe_down_combine.wgsl", consts, {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route,
                                                       6: slot_map}, (rows + per_group - 1) // per_group, label)
 

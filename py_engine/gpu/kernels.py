@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .buffers import uniform_buffer
 from .commands import split_groups
+from .workgroups import matvec_workgroup
 
 
 
@@ -215,11 +216,12 @@ class Kernels:
             self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label, xq=xq_out)
             x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
+        wg = matvec_workgroup(x_gate is not None, argmax_out is not None)
         shapes = []  # per band: lanes, rows per lane group, workgroups
         for row0, n, bufs in w.bands:
             lanes = matvec_lanes(n, nb, self.lane_cap, self.matvec_min_groups)
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
-            shapes.append((lanes, rows, -(-n // (64 // lanes * rows))))
+            shapes.append((lanes, rows, -(-n // (wg // lanes * rows))))
         parts = None
         if argmax_out is not None:
             from .buffers import storage_buffer
@@ -230,7 +232,7 @@ class Kernels:
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows, "STAGED_BLOCKS": nb,
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
                       "ARGMAX": "none" if parts is None else "parts",
-                      "XN": "q8" if xq_out is not None and norm is not None else "f32"}
+                      "XN": "q8" if xq_out is not None and norm is not None else "f32", "WG": wg}
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
             g = x_gate or InputGate("none", None, 0, 0, 0)
