@@ -41,7 +41,7 @@ const scales = Uint16Array.from({ length: blocks + (blocks & 1) }, () => 0x0a00 
 const wCodes = mkbuf(codes), wScales = mkbuf(scales);
 const x0 = Float32Array.from({ length: 4 * XV }, () => r() * 2 - 1);
 
-const common = { WFMT: 'q8', XFMT: 'q8', LANES, ROWS: PER, STAGED_BLOCKS: NB, ACCUMULATE: 'false', NORM: 'none',
+const common = { WFMT: 'q8', XFMT: 'q8', LANES, ROWS: PER, STAGED_BLOCKS: NB, WG: 64, ACCUMULATE: 'false', NORM: 'none',
   ARGMAX: 'none', XN: 'f32' };
 // a shader text with the engine's includes inserted (gpu_timing.assemble does it for a file of shaders/)
 const withIncludes = (text) => {
@@ -59,6 +59,7 @@ const persistent = (prefetch) => withIncludes(`
 #include "block_dot_q8.wgsl"
 const LANES: u32 = ${LANES}u;
 const ROWS: u32 = ${PER}u;
+const WG: u32 = 64u;   // group_sum4.wgsl's tree
 #include "row_reduce4.wgsl"
 const R: u32 = ${ROWS_N}u;
 const NB: u32 = ${NB}u;
