@@ -149,6 +149,8 @@ MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine
 # Rows per lane group of moe_down_combine: one. Every workgroup stages all k + 1 experts' activations; on the H200
 # two rows (half the workgroups) still cost more GPU time per token (1.604 vs 1.568 ms on the 8-layer file).
 MOE_DOWN_ROWS = 1
+
+
 def can_down_combine(pool, k: int, shared: bool = False) -> bool:
     """Whether moe_down_combine takes this block: a resident pool in one buffer per binding, at most
     MOE_DOWN_MAX_EXPERTS experts whose activations fit one workgroup's staging."""
