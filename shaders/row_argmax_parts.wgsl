@@ -4,8 +4,8 @@
 @group(0) @binding(8) var<storage, read_write> argmax_part: array<u32>;
 
 const ARGMAX_NONE: u32 = 0xffffffffu;
-var<workgroup> group_best_v: array<f32, 64>;
-var<workgroup> group_best_i: array<u32, 64>;
+var<workgroup> group_best_v: array<f32, WG>;   // a lane group's best (WG / LANES used)
+var<workgroup> group_best_i: array<u32, WG>;
 
 fn store_row_argmax(g: u32, t: u32, row0: u32, vals: vec4<f32>) {
   if (t % LANES == 0u) {   // a group's rows, in increasing order: '>' keeps the lower index
@@ -24,7 +24,7 @@ fn store_row_argmax(g: u32, t: u32, row0: u32, vals: vec4<f32>) {
   if (t == 0u) {   // the groups cover increasing rows too
     var bv = -3.4e38;
     var bi = ARGMAX_NONE;
-    for (var j = 0u; j < 64u / LANES; j++) {
+    for (var j = 0u; j < WG / LANES; j++) {
       let i = group_best_i[j];
       if (i != ARGMAX_NONE && (bi == ARGMAX_NONE || group_best_v[j] > bv)) {
         bv = group_best_v[j];

@@ -216,7 +216,7 @@ class Kernels:
             self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label, xq=xq_out)
             x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
-        wg = matvec_workgroup(x_gate is not None, argmax_out is not None)
+        wg = matvec_workgroup(x_gate is not None)
         shapes = []  # per band: lanes, rows per lane group, workgroups
         for row0, n, bufs in w.bands:
             lanes = matvec_lanes(n, nb, self.lane_cap, self.matvec_min_groups)

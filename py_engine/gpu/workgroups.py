@@ -10,9 +10,9 @@ tests import it."""
 GATED_INPUT_WG = 256
 
 
-def matvec_workgroup(gated_input: bool, argmax: bool) -> int:
-    """matvec.wgsl's workgroup size for a product (row_argmax_parts.wgsl's partials assume 64 lanes)."""
-    return GATED_INPUT_WG if gated_input and not argmax else 64
+def matvec_workgroup(gated_input: bool) -> int:
+    """matvec.wgsl's workgroup size for a product."""
+    return GATED_INPUT_WG if gated_input else 64
 
 
 # Lanes per workgroup of moe_down_combine, at most: each workgroup stages (and quantises) all k + 1 experts'
@@ -24,7 +24,8 @@ WORKGROUP_STORAGE = 16384  # bytes of workgroup memory every WebGPU device offer
 
 def moe_down_workgroup(n_e: int, nb: int, rows_per: int = 1) -> int:
     """moe_down_combine's lanes per workgroup: MOE_DOWN_WG, halved (not below 64) until its partials (4 bytes per
-    lane, expert and row) and the staged blocks (36 bytes each: codes and scale) fit the workgroup memory."""
+    lane, expert and row) and the staged blocks (36 bytes each: xq_staged.wgsl's codes and scale) fit the workgroup
+    memory."""
     wg = MOE_DOWN_WG
     while wg > 64 and 4 * wg * n_e * rows_per + 36 * n_e * nb > WORKGROUP_STORAGE:
         wg //= 2
