@@ -21,19 +21,19 @@ const ABSENT: u32 = 0xFFFFFFFFu;
 #include "group_sum4.wgsl"
 #include "silu_times.wgsl"
 
-const WG: u32 = 64u;   // group_sum4.wgsl's tree
+const WG: u32 = 64u;   // lanes per workgroup (and group_sum4.wgsl's tree)
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
-  let row = wg.x * (64u / LANES) + lid.x / LANES;
+  let row = wg.x * (WG / LANES) + lid.x / LANES;
   let lane = lid.x % LANES;
   let slot = route_slots[k];
   // An absent expert (never expected) yields silu(0) · 0 = 0, written by the first buffer's dispatch.
   let absent = slot == ABSENT;
   let mine = !absent && slot / p.spb == p.buf;
   var acc = vec2<f32>(0.0);
-  stage_x(lid.x, 64u, 0u, select(0u, p.nb, mine));   // every lane (a barrier); nothing for other buffers
+  stage_x(lid.x, WG, 0u, select(0u, p.nb, mine));   // every lane (a barrier); nothing for other buffers
   if (mine && row < p.rows) {
     let base = (slot % p.spb) * p.stride;
     let gc = base + p.gate_codes;

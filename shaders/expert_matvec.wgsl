@@ -21,12 +21,12 @@ const LANES: u32 = {{LANES}}u;
 const ABSENT: u32 = 0xFFFFFFFFu;
 #include "group_sum4.wgsl"
 
-const WG: u32 = 64u;   // group_sum4.wgsl's tree
+const WG: u32 = 64u;   // lanes per workgroup (and group_sum4.wgsl's tree)
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
-  let row = wg.x * (64u / LANES) + lid.x / LANES;
+  let row = wg.x * (WG / LANES) + lid.x / LANES;
   let lane = lid.x % LANES;
   let slot = route_slots[k];
   // An absent expert (never expected) contributes zeros, written by the first buffer's dispatch.
@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (mine) {
     stage_at = (p.x_base + k * p.x_stride) / 4u;
   }
-  stage_x(lid.x, 64u, stage_at, select(0u, p.nb, mine));   // every lane (a barrier); nothing for other buffers
+  stage_x(lid.x, WG, stage_at, select(0u, p.nb, mine));   // every lane (a barrier); nothing for other buffers
   if (mine && row < p.rows) {
     let base = (slot % p.spb) * p.stride;
     for (var b = lane; b < p.nb; b += LANES) {

@@ -30,9 +30,9 @@ const ROWS: u32 = {{ROWS}}u;   // 1 or 2 rows per lane group: (gate, up) of each
 #include "row_reduce4.wgsl"
 #include "silu_times.wgsl"
 
-const WG: u32 = 64u;   // group_sum4.wgsl's tree
+const WG: u32 = 64u;   // lanes per workgroup (and group_sum4.wgsl's tree)
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
@@ -42,7 +42,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
     return;
   }
-  let row0 = (wg.x * (64u / LANES) + lid.x / LANES) * ROWS;
+  let row0 = (wg.x * (WG / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var slot = 0u;
   if (ROUTED) {
@@ -53,7 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
   }
   var acc = vec4<f32>(0.0);
-  stage_x(lid.x, 64u, 0u, p.nb);
+  stage_x(lid.x, WG, 0u, p.nb);
   if (row0 < p.rows) {
     // Two of the lane's blocks per step (the same additions in the same order as one at a time), so that twice
     // the independent loads are in flight.

@@ -18,15 +18,15 @@ const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
 #include "row_reduce4.wgsl"
 
-const WG: u32 = 64u;   // group_sum4.wgsl's tree
+const WG: u32 = 64u;   // lanes per workgroup (and group_sum4.wgsl's tree)
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let k = wg.y;
-  let row0 = (wg.x * (64u / LANES) + lid.x / LANES) * ROWS;
+  let row0 = (wg.x * (WG / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   let slot = slot_map[p.map_base + route_ids[k]];
-  stage_x(lid.x, 64u, (p.x_base + k * p.x_stride) / 4u, p.nb);   // Q8_0: x_k quantised as llama.cpp does
+  stage_x(lid.x, WG, (p.x_base + k * p.x_stride) / 4u, p.nb);   // Q8_0: x_k quantised as llama.cpp does
   let acc = rows_partial(row0, lane, slot * p.rows, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   if (lane == 0u) {

@@ -38,12 +38,12 @@ fn shared_gate(t: u32) -> f32 {
   return 1.0 / (1.0 + exp(-workgroup_sum(acc, t)));
 }
 
-const WG: u32 = 64u;   // group_sum4.wgsl's tree
+const WG: u32 = 64u;   // lanes per workgroup (and group_sum4.wgsl's tree)
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let row0 = ((wg.y * ng.x + wg.x) * (64u / LANES) + lid.x / LANES) * ROWS;
+  let row0 = ((wg.y * ng.x + wg.x) * (WG / LANES) + lid.x / LANES) * ROWS;
   let lane = lid.x % LANES;
   var h_old = vec4<f32>(0.0);
   if (lane < p.k) {   // lanes k < p.k fetch routed expert k's terms (the barriers below publish them)
@@ -60,7 +60,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
   }
   let gate = shared_gate(lid.x);
-  stage_x(lid.x, 64u, 0u, p.nb);
+  stage_x(lid.x, WG, 0u, p.nb);
   let acc = rows_partial(row0, lane, 0u, p.rows, p.nb);
   let total = group_sum(acc, lid.x);
   if (lane == 0u) {
