@@ -101,12 +101,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   part4[t] = sums;
   part_qk[t] = qk;
   workgroupBarrier();
-  sums = vec4<f32>(0.0);
-  qk = 0.0;
-  for (var s = 0u; s < SLICES; s++) {
-    sums += part4[s * COLS + col];
-    qk += part_qk[s * COLS + col];
+  // The column's SLICES partials summed by a tree, four to one per barrier (two to one where four do not divide):
+  // every lane adding all SLICES of its column's partials itself cost the workgroup SLICES times the loads, ~1.7 µs
+  // a dispatch on an H100 (docs/benchmarks.md, twenty-second round).
+  for (var n = SLICES; n > 1u; ) {
+    let f = select(2u, 4u, n % 4u == 0u);
+    let q = n / f;
+    if (slice < q) {
+      var a = part4[t] + part4[t + q * COLS];
+      var b = part_qk[t] + part_qk[t + q * COLS];
+      if (f == 4u) {
+        a = a + (part4[t + 2u * q * COLS] + part4[t + 3u * q * COLS]);
+        b = b + (part_qk[t + 2u * q * COLS] + part_qk[t + 3u * q * COLS]);
+      }
+      part4[t] = a;
+      part_qk[t] = b;
+    }
+    n = q;
+    workgroupBarrier();
   }
+  sums = part4[col];
+  qk = part_qk[col];
   let q_scale = 1.0 / (max(sqrt(sums.z), p.eps) * sqrt(f32(p.dk)));
   let k_scale = 1.0 / max(sqrt(sums.w), p.eps);
   if (live) {
