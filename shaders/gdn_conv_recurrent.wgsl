@@ -19,12 +19,15 @@
 // before q and k are staged. Each column's lanes cover all dk rows, so every column gets the same ||q||², ||k||²
 // and q·k.
 // Position 0 starts a sequence: the stored S and conv inputs read as zeros (no clearing pass).
+// GDN_OUT pregated (gdn_out_pregated.wgsl) also does the part of the gated RMSNorm after it that needs no per-head
+// sum: out gets o · norm_w · silu(z), and lane 0 each workgroup's Σ o² (x_norm_pregated.wgsl sums them per head in
+// the output product's staging); plain (gdn_out_plain.wgsl) writes o.
 // Workgroups: (ceil(dv / COLS), n_v_heads). Correct for any subgroup size (no subgroup operations).
 #include "step.wgsl"
 struct Params {
   n_k_heads: u32, n_v_heads: u32, dk: u32, dv: u32,
   q_base: u32, k_base: u32, v_base: u32, eps: f32,  // q | k | v: conv channels
-  n: u32, k: u32, x_base: u32, pad: u32,  // conv channels, taps, where the conv's input starts in dn
+  n: u32, k: u32, x_base: u32, z_base: u32,  // conv channels, taps, where the conv's input and z start in dn
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
@@ -39,10 +42,12 @@ struct Params {
 #include "gdn_conv_step.wgsl"
 #include "softplus.wgsl"
 #include "gdn_lanes.wgsl"
+#include "gdn_out_{{GDN_OUT}}.wgsl"
 
 // each lane's part of its column's sums: (A, B, ||q||², ||k||²) and q·k
 var<workgroup> part4: array<vec4<f32>, WG>;
 var<workgroup> part_qk: array<f32, WG>;
+var<workgroup> v_cols: array<f32, COLS>;   // each column's v input (for lane 0's Σ o², GDN_OUT pregated)
 
 // Conv channel e's output at this token.
 fn qkv_at(e: u32) -> f32 {
@@ -74,8 +79,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   }
   let v_at = p.v_base + h * p.dv + j;
   var v_in = 0.0;
+  var out_w = 1.0;   // what o is multiplied by before it is written
   if (live) {
     v_in = qkv_at(v_at);
+    if (slice == 0u) {
+      out_w = out_weight(h, j);
+    }
+  }
+  if (OUT_SQ && slice == 0u) {
+    v_cols[col] = v_in;
   }
   for (var i = t; i < p.dk; i += WG) {
     q_sh[i] = qkv_at(p.q_base + kh * p.dk + i);
@@ -124,6 +136,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   qk = part_qk[col];
   let q_scale = 1.0 / (max(sqrt(sums.z), p.eps) * sqrt(f32(p.dk)));
   let k_scale = 1.0 / max(sqrt(sums.w), p.eps);
+  if (OUT_SQ && t == 0u) {
+    // every column's o again, from the sums the tree left (the same arithmetic as its slice-0 lane's below):
+    // no barrier more to collect them
+    var sq = 0.0;
+    for (var c = 0u; c < COLS; c++) {
+      if (wg.x * COLS + c < p.dv) {
+        let s = part4[c];
+        let qs = 1.0 / (max(sqrt(s.z), p.eps) * sqrt(f32(p.dk)));
+        let ks = 1.0 / max(sqrt(s.w), p.eps);
+        let o = qs * (s.y + ks * ((v_cols[c] - s.x * ks) * beta) * part_qk[c]);
+        sq += o * o;
+      }
+    }
+    out_sq(h, wg.x, sq);
+  }
   if (live) {
     let d = (v_in - sums.x * k_scale) * beta;
     let kd = k_scale * d;
@@ -134,7 +161,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       }
     }
     if (slice == 0u) {
-      out[h * p.dv + j] = q_scale * (sums.y + kd * qk);
+      out[h * p.dv + j] = q_scale * (sums.y + kd * qk) * out_w;
       conv_keep(v_at, dn[p.x_base + v_at], step.pos);
     }
   }

@@ -238,6 +238,67 @@ def fused_product_cases(plan, rng, expect):
                                           f(y0) + W @ operand(gated.ravel(), fmt))
 
 
+# (weights, rows, key heads, value heads, key dim, value dim): the recurrence leaving o · norm_w · silu(z) and its
+# sums of o², the output product finishing the norm in its staging (x_norm_pregated.wgsl), Q8_0 and F32 staging
+PREGATED = [("q8", 40, 2, 4, 32, 64), ("f32", 24, 1, 2, 128, 128)]
+
+
+def pregated_case(plan, rng, expect, index):
+    """Tokens through gdn_conv_recurrent(sq_parts=...) then pregated_norm_product, against the unfused arithmetic:
+    conv, delta rule, RMSNorm per head · norm_w · silu(z), the product."""
+    fmt, rows, nk, nv, dk, dv = PREGATED[index]
+    C, K = 2 * nk * dk + nv * dv, CONV_K
+    tag = f"pg{index}"
+    xb = 2 * nv + 4
+    zb = xb + C
+    mat, W = plan.matrix(rng, tag + "_w", fmt, rows, nv * dv)
+    dt = rng.standard_normal(nv).astype(np.float32)
+    a = -np.exp(rng.standard_normal(nv)).astype(np.float32)
+    conv_w = (rng.standard_normal((C, K)) * 0.5).astype(np.float32)
+    norm_w = (1 + 0.1 * rng.standard_normal(dv)).astype(np.float32)
+    for name, arr in (("dt", dt), ("a", a), ("conv_w", conv_w), ("nw", norm_w)):
+        plan.data(f"{tag}_{name}", arr)
+    plan.zeros(tag + "_window", K * C)
+    plan.zeros(tag + "_state", nv * dk * dv)
+    plan.zeros(tag + "_out", nv * dv)
+    plan.zeros(tag + "_sq", nv * (dv // 8))
+    key_head = np.arange(nv) % nk
+    f = lambda x: x.astype(np.float64)  # noqa: E731
+    state = np.zeros((nv, dv, dk))
+    window = np.zeros((K - 1, C))
+    for t in range(3):
+        x = (rng.standard_normal(C) * 2).astype(np.float32)
+        gates = (rng.standard_normal(2 * nv) * 2).astype(np.float32)
+        z = (rng.standard_normal(nv * dv) * 2).astype(np.float32)
+        y0 = rng.standard_normal(rows).astype(np.float32)
+        plan.data(f"{tag}_dn{t}", np.concatenate([gates, np.zeros(4), x, z]))
+        plan.data(f"{tag}_y{t}", y0)
+        run = plan.run(t, [
+            {"op": "gdn_conv_recurrent",
+             "bufs": {"dn": f"{tag}_dn{t}", "conv_w": tag + "_conv_w", "window": tag + "_window",
+                      "dt_bias": tag + "_dt", "ssm_a": tag + "_a", "state": tag + "_state", "out": tag + "_out",
+                      "norm_w": tag + "_nw", "sq_parts": tag + "_sq"},
+             "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "kernel_size": K,
+                      "x_base": xb, "z_base": zb}},
+            {"op": "pregated_norm_product", "mats": {"w": mat},
+             "bufs": {"o_pre": tag + "_out", "sq_parts": tag + "_sq", "y": f"{tag}_y{t}"},
+             "vals": {"dv": dv, "eps": EPS, "label": f"linear_attn_out-{index}"}},
+        ], [tag + "_out", f"{tag}_y{t}"])
+        conv, window = layers.causal_conv1d(f(x)[None], window, f(conv_w))
+        qkv = layers.silu(conv[0])
+        q = qkv[:nk * dk].reshape(nk, dk)
+        k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk)
+        v = qkv[2 * nk * dk:].reshape(nv, dv)
+        qn = layers.l2_norm(q, EPS)[key_head] / math.sqrt(dk)
+        kn = layers.l2_norm(k, EPS)[key_head]
+        beta = layers.sigmoid(f(gates[:nv]))
+        g = layers.softplus(f(gates[nv:]) + f(dt)) * f(a)
+        o = layers.gated_delta_rule(qn[None], kn[None], v[None], g[None], beta[None], state)[0].reshape(nv, dv)
+        gate = f(norm_w) * layers.silu(f(z).reshape(nv, dv))
+        normed = layers.rms_norm(o, norm_w, EPS) * layers.silu(f(z).reshape(nv, dv))
+        expect[("pregated", run)] = (tag, fmt, t, (o * gate).ravel(), f(y0) + W @ operand(normed.ravel(), fmt))
+
+
 def rope_append_case(plan, rng, expect):
     """qk_rope_append on qwen35moe's layout: q heads read from the query half of each [query | gate] head, k and v
     after them; the f16 caches get row `pos` only."""
@@ -273,6 +334,8 @@ def kernel_results(tmp_path_factory):
         gdn_case(plan, rng, expect, i)
     norm_and_gate_cases(plan, rng, expect)
     fused_product_cases(plan, rng, expect)
+    for i in range(len(PREGATED)):
+        pregated_case(plan, rng, expect, i)
     rope_append_case(plan, rng, expect)
     plan.write()
     info = run_in_node(NODE_CODE, {"dir": str(folder)}, mounts=[folder], timeout=300)
@@ -317,6 +380,17 @@ def test_shared_expert_gate(kernel_results):
     plan, expect = kernel_results
     [(run, ref)] = _items(expect, "shexp")
     np.testing.assert_allclose(plan.out(run, "sh_h"), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("index", range(len(PREGATED)), ids=lambda i: "_".join(map(str, PREGATED[i])))
+def test_gated_norm_split_between_recurrence_and_product(kernel_results, index):
+    plan, expect = kernel_results
+    runs = [(run, v) for run, v in _items(expect, "pregated") if v[0] == f"pg{index}"]
+    assert len(runs) == 3
+    for run, (tag, fmt, t, o_pre, want) in runs:
+        np.testing.assert_allclose(plan.out(run, tag + "_out"), o_pre, rtol=2e-4, atol=2e-5, err_msg=f"o, token {t}")
+        tol = {"rtol": 1e-4, "atol": 1e-4} if fmt == "f32" else {"rtol": 0, "atol": 2e-3 * np.abs(want).max()}
+        np.testing.assert_allclose(plan.out(run, f"{tag}_y{t}"), want, **tol, err_msg=f"product, token {t}")
 
 
 @pytest.mark.parametrize("index", range(len(FUSED_PRODUCTS)), ids=lambda i: "_".join(map(str, FUSED_PRODUCTS[i])))

@@ -60,7 +60,9 @@ class InputGate:
     """A transform of a product's input fused into the product's staging (Kernels.matvec x_gate): value e of x,
     in head e // group, is gated by gate[g_base + (e // group) * g_stride + e % group].
     kind "sgate": x · sigmoid(gate) (shaders/x_norm_sgate.wgsl); "gated": per-head RMSNorm with eps, times norm_w
-    (group values, shared by the heads) times silu(gate) (shaders/x_norm_gated.wgsl). Heads of whole 32-blocks,
+    (group values, shared by the heads) times silu(gate) (shaders/x_norm_gated.wgsl); "pregated": x already holds
+    those per-value factors, and `gate` g_stride partial sums of squares per head from which each head's RMSNorm
+    scale is taken (shaders/x_norm_pregated.wgsl, after gdn_conv_recurrent(sq_parts=...)). Heads of whole 32-blocks,
     g_base and g_stride multiples of 4 (the kernels read vec4)."""
     kind: str
     gate: object

@@ -29,11 +29,12 @@ def _params(kern, fmt, *values, label=""):
 
 
 def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
-                       kernel_size, x_base, label="delta_net"):
+                       kernel_size, x_base, label="delta_net", norm_w=None, z_base=0, sq_parts=None):
     """One token of Gated DeltaNet after its input products (shaders/gdn_conv_recurrent.wgsl): the causal conv + SiLU
     of q | k | v (key heads of dk, value heads of dv; read at dn[x_base ..], kept in `window`, a ring of kernel_size
     inputs) and the gated delta rule for every value head; dn holds beta_raw | alpha_raw (n_v_heads each) from 0,
-    out gets o (n_v × dv)."""
+    out gets o (n_v × dv). With sq_parts (pregated): out gets o · norm_w · silu(z) instead (z from dn[z_base ..]),
+    and sq_parts the sums of o² (gdn_sq_parts(dv) per head) for pregated_norm_product."""
     if dk > MAX_GDN_KEY_DIM:
         raise ValueError(f"gdn_conv_recurrent: key head dim {dk} > {MAX_GDN_KEY_DIM} is not supported")
     if n_v_heads % n_k_heads:
@@ -43,10 +44,35 @@ def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out,
     k_base = n_k_heads * dk
     n_channels = 2 * k_base + n_v_heads * dv
     params = _params(kern, "7If4I", n_k_heads, n_v_heads, dk, dv, 0, k_base, 2 * k_base, eps, n_channels,
-                     kernel_size, x_base, 0, label=label)
-    kern._record(dl, "gdn_conv_recurrent.wgsl", gdn_lane_consts(dk),
-                 {0: params, 1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out},
+                     kernel_size, x_base, z_base, label=label)
+    binds = {0: params, 1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out}
+    out_kind = "plain"
+    if sq_parts is not None:
+        if norm_w is None:
+            raise ValueError("gdn_conv_recurrent: the pregated output (sq_parts) needs the gated norm's weights")
+        binds.update({9: norm_w, 10: sq_parts})
+        out_kind = "pregated"
+    kern._record(dl, "gdn_conv_recurrent.wgsl", {**gdn_lane_consts(dk), "GDN_OUT": out_kind}, binds,
                  (-(-dv // GDN_COLS), n_v_heads), label)
+
+
+def gdn_sq_parts(dv: int) -> int:
+    """Partial sums of o² per value head that gdn_conv_recurrent(sq_parts=...) leaves: one per workgroup."""
+    return -(-dv // GDN_COLS)
+
+
+def pregated_norm_fits(kern, w, dv: int) -> bool:
+    """Whether the DeltaNet's gated norm can be split between the recurrence (sq_parts) and w's staging
+    (shaders/x_norm_pregated.wgsl): heads of whole 32-blocks, at most 64 partials a head, a product that takes an
+    InputGate."""
+    return dv % 32 == 0 and gdn_sq_parts(dv) <= 64 and kern.can_gate_input(w)
+
+
+def pregated_norm_product(kern, dl, w, o_pre, sq_parts, dv, eps, y, label="ssm_out"):
+    """y += W · (o_pre per head / sqrt(Σ its sq_parts / dv + eps)): the rest of the gated norm, after
+    gdn_conv_recurrent(sq_parts=...), fused into the staging of the output product (pregated_norm_fits first)."""
+    gate = InputGate("pregated", sq_parts, 0, gdn_sq_parts(dv), dv, eps=eps)
+    kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, x_gate=gate)
 
 
 def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
@@ -95,5 +121,6 @@ def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
     kern._record(dl, "shared_expert_gate.wgsl", {}, {0: params, 1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label)
 
 
-__all__ = ["gdn_conv_recurrent", "gdn_gated_norm", "gated_norm_product", "gated_output_product",
+__all__ = ["gdn_conv_recurrent", "gdn_sq_parts", "pregated_norm_fits", "pregated_norm_product", "gdn_gated_norm",
+           "gated_norm_product", "gated_output_product",
            "attn_q_split", "attn_output_gate", "shared_expert_gate"]

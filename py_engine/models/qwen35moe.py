@@ -13,7 +13,8 @@ RoPE on the first n_rot dims, output × sigmoid(gate). Gated DeltaNet: see shade
 from dataclasses import dataclass
 
 from ..gpu.fused_kernels import down_combine_fits, route_layout
-from ..gpu.qwen35_kernels import gated_norm_product, gated_output_product, gdn_conv_recurrent
+from ..gpu.qwen35_kernels import (gated_norm_product, gated_output_product, gdn_conv_recurrent, gdn_sq_parts,
+                                  pregated_norm_fits, pregated_norm_product)
 from .common import (arch_value, load_projections, moe_act_values, output_buffers, record_output, record_products,
                      record_routed_moe)
 
@@ -145,6 +146,7 @@ class Qwen35Moe:
                 ("kv", 2 * c.n_head_kv * hd), ("attn", c.n_head * hd),
                 ("qkv", c.conv_channels), ("qkv_conv", c.conv_channels), ("z", c.ssm_d_inner),
                 ("ssm_gates", 2 * c.ssm_dt_rank), ("delta_out", c.ssm_d_inner), ("delta_normed", c.ssm_d_inner),
+                ("delta_sq", c.ssm_dt_rank * gdn_sq_parts(c.head_v_dim)),
                 ("router", c.n_expert), ("route_ids", k), ("route_w", k), ("route", route_layout(c.n_expert, k)[2]),
                 ("gate", k * c.n_ff_exp),
                 ("up", k * c.n_ff_exp), ("act", moe_act_values(c, c.n_ff_shexp)), ("down", k * e),
@@ -282,9 +284,16 @@ class Qwen35Moe:
         dn = acts["dn_in"]  # beta | alpha | qkv | z
         record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
                         xn_out=acts["xn"])
+        z_base = 2 * nv + c.conv_channels
+        # the gated norm's per-value factors and sums in the recurrence where the output product can finish it
+        pre = pregated_norm_fits(kern, w["ssm_out"], c.head_v_dim)
         gdn_conv_recurrent(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], w["ssm_dt"], w["ssm_a"],
                            acts[f"ssm_state.{i}"], acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim,
-                           c.rms_eps, c.ssm_conv_kernel, 2 * nv, label=f"attn_output-{i}")
-        gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"], nv,
-                           c.head_v_dim, c.rms_eps, acts["h"], z_base=2 * nv + c.conv_channels,
-                           label=f"linear_attn_out-{i}")
+                           c.rms_eps, c.ssm_conv_kernel, 2 * nv, label=f"attn_output-{i}",
+                           norm_w=w["ssm_norm"], z_base=z_base, sq_parts=acts["delta_sq"] if pre else None)
+        if pre:
+            pregated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], acts["delta_sq"], c.head_v_dim,
+                                  c.rms_eps, acts["h"], label=f"linear_attn_out-{i}")
+        else:
+            gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"],
+                               nv, c.head_v_dim, c.rms_eps, acts["h"], z_base=z_base, label=f"linear_attn_out-{i}")

@@ -96,7 +96,7 @@ report({ kernel: 'empty dispatch (1 workgroup)', us: +(await time(empty.pipe, em
   let ref = null;
   for (const cols of [8, 32]) {
     const slices = 256 / cols, maxDk = Math.ceil(dk / slices) * slices;
-    const code = assemble('gdn_conv_recurrent.wgsl', { GDN_COLS: cols, MAX_DK: maxDk });
+    const code = assemble('gdn_conv_recurrent.wgsl', { GDN_COLS: cols, MAX_DK: maxDk, GDN_OUT: 'plain' });
     const state = mkbuf(state0, S | CD | CS), out = device.createBuffer({ size: 4 * nv * dv, usage: S | CS });
     const g = bound(code, [mkbuf(params, U | CD), uniform([0, 5, 6, 0]), mkbuf(dn), mkbuf(convW), mkbuf(win),
       mkbuf(dt), mkbuf(ssmA), state, out]);
