@@ -116,6 +116,25 @@ GDN_TOKENS = 5  # more than the conv's K = 4 taps: the ring wraps
 CONV_K = 4
 
 
+def reference_gdn_step(x, gates, window, conv_w, dt, a, state, nk, dk, dv):
+    """One token of the conv + delta rule in float64 (the numpy reference's layers): (o as n_v × dv, the conv's
+    window after it); `state` (n_v × dv × dk) is updated in place."""
+    f = lambda v: v.astype(np.float64)  # noqa: E731
+    nv = len(gates) // 2
+    conv, window = layers.causal_conv1d(f(x)[None], window, f(conv_w))
+    qkv = layers.silu(conv[0])
+    q = qkv[:nk * dk].reshape(nk, dk)
+    k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk)
+    v = qkv[2 * nk * dk:].reshape(nv, dv)
+    key_head = np.arange(nv) % nk  # llama.cpp repeats the key heads tiled
+    qn = layers.l2_norm(q, EPS)[key_head] / math.sqrt(dk)
+    kn = layers.l2_norm(k, EPS)[key_head]
+    beta = layers.sigmoid(f(gates[:nv]))
+    g = layers.softplus(f(gates[nv:]) + f(dt)) * f(a)
+    o = layers.gated_delta_rule(qn[None], kn[None], v[None], g[None], beta[None], state)
+    return o[0].reshape(nv, dv), window
+
+
 def gdn_case(plan, rng, expect, shape_index):
     """GDN_TOKENS tokens through the conv + delta rule at positions 0.., then a new sequence at position 0 on the
     dirty ring and state."""
@@ -132,8 +151,6 @@ def gdn_case(plan, rng, expect, shape_index):
     plan.zeros(tag + "_window", K * C)
     plan.zeros(tag + "_state", nv * dk * dv)
     plan.zeros(tag + "_out", nv * dv)
-    key_head = np.arange(nv) % nk
-    f = lambda x: x.astype(np.float64)  # noqa: E731
     inputs = {}  # position -> conv input of the current sequence
     for t in range(GDN_TOKENS + 1):
         pos = t if t < GDN_TOKENS else 0
@@ -151,19 +168,10 @@ def gdn_case(plan, rng, expect, shape_index):
               "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "kernel_size": K,
                        "x_base": xb}}
         run = plan.run(pos, [op], [tag + "_out", tag + "_state", tag + "_window"])
-        conv, window = layers.causal_conv1d(f(x)[None], window, f(conv_w))
-        qkv = layers.silu(conv[0])
-        q = qkv[:nk * dk].reshape(nk, dk)
-        k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk)
-        v = qkv[2 * nk * dk:].reshape(nv, dv)
-        qn = layers.l2_norm(q, EPS)[key_head] / math.sqrt(dk)
-        kn = layers.l2_norm(k, EPS)[key_head]
-        beta = layers.sigmoid(f(gates[:nv]))
-        g = layers.softplus(f(gates[nv:]) + f(dt)) * f(a)
-        o = layers.gated_delta_rule(qn[None], kn[None], v[None], g[None], beta[None], state)
+        o, window = reference_gdn_step(x, gates, window, conv_w, dt, a, state, nk, dk, dv)
         # the GPU keeps S key-major ([head][key i][value j]) and the conv's inputs in a ring (position q in slot q % K)
         ring = {q_pos % K: inputs[q_pos] for q_pos in range(max(0, pos - K + 1), pos + 1)}
-        expect[(tag, run)] = (o[0].ravel(), state.transpose(0, 2, 1).ravel().copy(), ring)
+        expect[(tag, run)] = (o.ravel(), state.transpose(0, 2, 1).ravel().copy(), ring)
 
 
 def norm_and_gate_cases(plan, rng, expect):
@@ -262,7 +270,6 @@ def pregated_case(plan, rng, expect, index):
     plan.zeros(tag + "_state", nv * dk * dv)
     plan.zeros(tag + "_out", nv * dv)
     plan.zeros(tag + "_sq", nv * (dv // 8))
-    key_head = np.arange(nv) % nk
     f = lambda x: x.astype(np.float64)  # noqa: E731
     state = np.zeros((nv, dv, dk))
     window = np.zeros((K - 1, C))
@@ -284,16 +291,7 @@ def pregated_case(plan, rng, expect, index):
              "bufs": {"o_pre": tag + "_out", "sq_parts": tag + "_sq", "y": f"{tag}_y{t}"},
              "vals": {"dv": dv, "eps": EPS, "label": f"linear_attn_out-{index}"}},
         ], [tag + "_out", f"{tag}_y{t}"])
-        conv, window = layers.causal_conv1d(f(x)[None], window, f(conv_w))
-        qkv = layers.silu(conv[0])
-        q = qkv[:nk * dk].reshape(nk, dk)
-        k = qkv[nk * dk:2 * nk * dk].reshape(nk, dk)
-        v = qkv[2 * nk * dk:].reshape(nv, dv)
-        qn = layers.l2_norm(q, EPS)[key_head] / math.sqrt(dk)
-        kn = layers.l2_norm(k, EPS)[key_head]
-        beta = layers.sigmoid(f(gates[:nv]))
-        g = layers.softplus(f(gates[nv:]) + f(dt)) * f(a)
-        o = layers.gated_delta_rule(qn[None], kn[None], v[None], g[None], beta[None], state)[0].reshape(nv, dv)
+        o, window = reference_gdn_step(x, gates, window, conv_w, dt, a, state, nk, dk, dv)
         gate = f(norm_w) * layers.silu(f(z).reshape(nv, dv))
         normed = layers.rms_norm(o, norm_w, EPS) * layers.silu(f(z).reshape(nv, dv))
         expect[("pregated", run)] = (tag, fmt, t, (o * gate).ravel(), f(y0) + W @ operand(normed.ravel(), fmt))
