@@ -14,12 +14,15 @@
 // those waits were most of a split's time on the H200 (tools/h200/step_kernels.mjs).
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
-struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, n_split: u32, pad0: u32, pad1: u32, pad2: u32 }
+// QIN picks where q and the token's own K/V come from: attention_in_ready.wgsl (q rotated and K/V appended by
+// qk_rope_append.wgsl before) or attention_in_rope.wgsl (each workgroup norms and rotates its q head from the q/k/v
+// product itself, and the split holding the token's position its K/V: one dispatch fewer per attention layer).
+struct Params {
+  n_head: u32, n_kv_head: u32, hd: u32, scale: f32, n_split: u32, n_rot: u32, eps: f32, base: f32,
+  q_stride: u32, k_base: u32, v_base: u32, use_norm: u32,
+}
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<uniform> step: Step;
-@group(0) @binding(2) var<storage, read> q: array<vec2<f32>>;
-@group(0) @binding(3) var<storage, read> k_cache: array<KvWord>;
-@group(0) @binding(4) var<storage, read> v_cache: array<KvWord>;
 // S > 1: the partials. [0, n_head·S): (m, l) of split (h, s) at h·S + s; then acc: value pair j of split (h, s)
 // at n_head·S + (h·S + s)·pairs + j. S = 1: the output, value pair j of head h at h·pairs + j.
 @group(0) @binding(5) var<storage, read_write> part: array<vec2<f32>>;
@@ -35,6 +38,7 @@ var<workgroup> red: array<f32, WG>;
 var<workgroup> score: array<f32, CHUNK>;
 var<workgroup> weight: array<f32, CHUNK>;
 var<workgroup> acc_sh: array<vec2<f32>, WG>;
+#include "attention_in_{{QIN}}.wgsl"
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -63,9 +67,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let kvh = h / (p.n_head / p.n_kv_head);
   let row_words = p.n_kv_head * pairs;
   let head_word = kvh * pairs;
-  for (var j = t; j < pairs; j += WG) {
-    q_sh[j] = q[h * pairs + j];
-  }
+  stage_q(t, h, kvh, start, end);
   workgroupBarrier();
 
   let klane = t % KLANES;
@@ -85,14 +87,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         for (; j + 7u * KLANES < pairs; j += 8u * KLANES) {  // 8 loads in flight, then the same sums in order
           var kw: array<KvWord, 8>;
           for (var u = 0u; u < 8u; u++) {
-            kw[u] = k_cache[kb + j + u * KLANES];
+            kw[u] = k_word(pos, j + u * KLANES, k_cache[kb + j + u * KLANES]);
           }
           for (var u = 0u; u < 8u; u++) {
             d += dot(q_sh[j + u * KLANES], kv_unpack(kw[u]));
           }
         }
         for (; j < pairs; j += KLANES) {
-          d += dot(q_sh[j], kv_unpack(k_cache[kb + j]));
+          d += dot(q_sh[j], kv_unpack(k_word(pos, j, k_cache[kb + j])));
         }
       }
       red[t] = d;
@@ -129,14 +131,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       for (; j + 7u * VSPLIT < cn; j += 8u * VSPLIT) {  // 8 loads in flight, then the same sums in order
         var vw: array<KvWord, 8>;
         for (var u = 0u; u < 8u; u++) {
-          vw[u] = v_cache[vb + (j + u * VSPLIT) * row_words];
+          vw[u] = v_word(c + j + u * VSPLIT, pj, v_cache[vb + (j + u * VSPLIT) * row_words]);
         }
         for (var u = 0u; u < 8u; u++) {
           a += weight[j + u * VSPLIT] * kv_unpack(vw[u]);
         }
       }
       for (; j < cn; j += VSPLIT) {
-        a += weight[j] * kv_unpack(v_cache[vb + j * row_words]);
+        a += weight[j] * kv_unpack(v_word(c + j, pj, v_cache[vb + j * row_words]));
       }
       acc = a;
     }

@@ -656,7 +656,8 @@ def test_shader_loader_includes_and_constants(tmp_path):
     ("qk_rope_append.wgsl", {"KV": "f16"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1, "STAGED_BLOCKS": 16}),
     ("moe_matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "STAGED_BLOCKS": 16}),
-    ("attention.wgsl", {"KV": "f16"}),
+    ("attention.wgsl", {"KV": "f16", "QIN": "ready"}),
+    ("attention.wgsl", {"KV": "f32", "QIN": "rope"}),
     ("kv_append_rows.wgsl", {"KV": "f32"}),
     ("embed.wgsl", {"WFMT": "q8"}),
 ])

@@ -329,17 +329,41 @@ class Kernels:
         defaults to what k_cache holds."""
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
+        no_rope = (0, 0.0, 0.0, 0, 0, 0, 0)
+        self._attention(dl, "ready", {2: q}, k_cache, v_cache, out, (n_head, n_kv_head, hd, scale, *no_rope), label,
+                        n_ctx)
+
+    def attention_appending(self, dl, x, q_norm, k_norm, k_cache, v_cache, out, n_head, n_kv_head, hd, n_rot, eps,
+                            base, q_stride, k_base, v_base, scale, label="attention", n_ctx=None):
+        """qk_rope_append then attention in one dispatch (shaders/attention_in_rope.wgsl): the attention's
+        workgroups norm and rotate their q heads from the q/k/v product x themselves, and the split holding
+        step.pos its KV head's k and v, which it also appends to the caches' row step.pos. The arguments are
+        qk_rope_append's and attention's; the outputs (and the cache row) have their bits."""
+        if n_rot > hd or n_rot % 2 or hd % 2 or hd > 256 or n_head % n_kv_head:
+            raise ValueError(f"attention: unsupported head_dim {hd} / rotary dims {n_rot} / heads "
+                             f"{n_head}/{n_kv_head}")
+        if (q_norm is None) != (k_norm is None):
+            raise ValueError("q and k norms: both or neither")
+        use_norm = q_norm is not None
+        binds = {2: x, 6: q_norm if use_norm else self.placeholder(), 7: k_norm if use_norm else self.placeholder()}
+        self._attention(dl, "rope", binds, k_cache, v_cache, out, (n_head, n_kv_head, hd, scale, n_rot, eps, base,
+                                                                    q_stride, k_base, v_base, int(use_norm)),
+                        label, n_ctx)
+
+    def _attention(self, dl, qin, q_binds, k_cache, v_cache, out, fields, label, n_ctx):
+        """attention.wgsl with input QIN (its Params' fields but n_split in `fields`), and its combine."""
+        n_head, _, hd = fields[:3]
         if n_ctx is None:
-            row_bytes = n_kv_head * hd * (2 if self.kv_format == "f16" else 4)
+            row_bytes = fields[1] * hd * (2 if self.kv_format == "f16" else 4)
             n_ctx = int(k_cache.size) // row_bytes
         cap = self.attention_max_splits or (
             ATTENTION_CPU_SPLITS if self.gpu.cpu_adapter else ATTENTION_MAX_SPLITS)
         splits = attention_splits(n_ctx, cap)
         pairs = hd // 2
         parts = out if splits == 1 else self._attention_partials(8 * n_head * splits * (1 + pairs))
-        params = self._params("IIIfIIII", n_head, n_kv_head, hd, scale, splits, 0, 0, 0, label=label)
-        self._record(dl, "attention.wgsl", {"KV": self.kv_format},
-                     {0: params, 1: self.step, 2: q, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label)
+        params = self._params("IIIfIIffIIII", *fields[:4], splits, *fields[4:], label=label)
+        self._record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin},
+                     {0: params, 1: self.step, **q_binds, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label)
         if splits > 1:
             params = self._params("4I", n_head, splits, pairs, 0, label=label)
             self._record(dl, "attention_combine.wgsl", {}, {0: params, 1: parts, 2: out}, (n_head, 1), label)

@@ -113,11 +113,9 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     k_base = nh * hd
     record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer, norm=(w["attn_norm"], cfg.rms_eps),
                     xn_out=acts["xn"])
-    kern.qk_rope_append(dl, qkv, acts["q"], w.get("attn_q_norm"), w.get("attn_k_norm"), cache.k[layer],
-                        cache.v[layer], nh, nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, hd, k_base,
-                        k_base + nkv * hd, label=f"Qcur_Kcur_rope_kv_store-{layer}")
-    kern.attention(dl, acts["q"], cache.k[layer], cache.v[layer], acts["attn"], nh, nkv, hd, hd ** -0.5,
-                   label=f"kqv_out-{layer}")
+    kern.attention_appending(dl, qkv, w.get("attn_q_norm"), w.get("attn_k_norm"), cache.k[layer], cache.v[layer],
+                             acts["attn"], nh, nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, hd, k_base,
+                             k_base + nkv * hd, hd ** -0.5, label=f"kqv_out-{layer}")
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 
 

@@ -261,19 +261,18 @@ class Qwen35Moe:
 
     def _record_gated_attention(self, kern, dl, acts, w, i, cache):
         """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)) of attn_norm(h) (fused into
-        the first input product). Four dispatches after the products: q/k norm + RoPE + KV append, the attention
-        (and its combine), the output product with the gate fused into its staging."""
+        the first input product). Three dispatches after the products: the attention, which norms and rotates q
+        and k and appends K/V itself (attention_appending), its combine, the output product with the gate fused
+        into its staging."""
         c = self.cfg
         hd, nh, nkv, kv = c.head_dim, c.n_head, c.n_head_kv, self.kv_index[i]
         qkv = acts["attn_in"]  # qg | k | v: the queries and the output gate are read from qg's heads
         k_base = 2 * nh * hd
         record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
                         xn_out=acts["xn"])
-        kern.qk_rope_append(dl, qkv, acts["q"], w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], nh, nkv,
-                            hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
-                            label=f"Qcur_Kcur_rope_kv_store-{i}")
-        kern.attention(dl, acts["q"], cache.k[kv], cache.v[kv], acts["attn"], nh, nkv, hd, hd ** -0.5,
-                       label=f"attn_pregate-{i}")
+        kern.attention_appending(dl, qkv, w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], acts["attn"],
+                                 nh, nkv, hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
+                                 hd ** -0.5, label=f"attn_pregate-{i}")
         gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"], label=f"attn_output-{i}")
 
     def _record_delta_net(self, kern, dl, acts, w, i):

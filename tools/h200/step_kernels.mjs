@@ -46,7 +46,7 @@ report({ kernel: 'empty dispatch (1 workgroup)', us: +(await time(empty.pipe, em
   });
   const kc = mkbuf(words(maxCtx * nkv * pairs)), vc = mkbuf(words(maxCtx * nkv * pairs)), q = mkbuf(floats(nh * hd));
   const out = device.createBuffer({ size: 4 * nh * hd, usage: S | CS });
-  const code = assemble('attention.wgsl', { KV: 'f16' }), combine = assemble('attention_combine.wgsl', {});
+  const code = assemble('attention.wgsl', { KV: 'f16', QIN: 'ready' }), combine = assemble('attention_combine.wgsl', {});
   // the loops that issue 8 loads before adding never run (their remainder loops take every term, in the same order):
   // the kernels as they were, each load added before the next is issued
   const oneAtATime = (c, loops) => loops.reduce((acc, [from, to]) => {
@@ -64,7 +64,7 @@ report({ kernel: 'empty dispatch (1 workgroup)', us: +(await time(empty.pipe, em
     const splits = Math.max(1, Math.min(32, Math.ceil(nCtx / 64)));
     const parts = device.createBuffer({ size: 8 * nh * splits * (1 + pairs), usage: S | CS });
     const step = uniform([0, nPast - 1, nPast, 0]);
-    const params = mkbuf(new Uint32Array([nh, nkv, hd, f32bits(1 / Math.sqrt(hd)), splits, 0, 0, 0]), U | CD);
+    const params = uniform([nh, nkv, hd, f32bits(1 / Math.sqrt(hd)), splits, 0, 0, 0, 0, 0, 0, 0]);
     let ref = null;
     for (const [form, ac, cc] of [['engine', code, combine], ['loads one at a time', code1, combine1]]) {
       const a = bound(ac, [params, step, q, kc, vc, parts]);
