@@ -166,7 +166,9 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     # the shipped decode path: one readback per decoded token, none for the fed prompt tokens but the last
     assert raw["prefill"]["syncs"] == 1 and raw["decode"]["syncs"] == 8
     assert 0 < d["ffi_calls_per_token"]["decode"] < 20
-    assert raw["dispatches_per_token"] > 7 * 8  # at least the 7 a layer records (attention 4, MoE 3)
+    # at least the 6 a layer records (attention 3: the products, the attention, the output; MoE 3), then the
+    # embedding, the final norm, the head and its argmax
+    assert raw["dispatches_per_token"] >= 6 * 8 + 4
     # a bind group and a dispatch per dispatch, a pipeline where it changes, the passes and the submit
     assert 2 * raw["dispatches_per_token"] < raw["webgpu_calls_per_token"] <= 3 * raw["dispatches_per_token"] + 40
     for key in ("prefill_tok_s", "decode_tok_s", "prefill_gflops", "stream_GBps", "bound_tok_s", "achieved_GBps"):
