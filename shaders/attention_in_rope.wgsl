@@ -2,18 +2,18 @@
 // workgroups: each norms (q_norm) and rotates (NeoX RoPE at step.pos) its q head, read at x[h · q_stride]; a split
 // whose positions hold step.pos does the same for its KV head's k (k_norm; x[k_base ..]), packs it and v
 // (x[v_base ..]) into KV words and uses those for that position instead of the cache's row, which other workgroups
-// of this dispatch may not see written; the last q head of each KV group writes that row (the cache's layout:
-// [pos][kv head][pair]; the last, so that on an adapter that runs workgroups in order the others would read the
-// stale row if they took it, and the kernel test would see it). The arithmetic is head_norm_rope.wgsl's (the same per-lane sums of 4 and the same tree
-// over 64 lanes, the same products in the same order), so q and the new row have the bits the two dispatches give.
+// of this dispatch may not see written. The last q head of each KV group writes that row (the cache's layout:
+// [pos][kv head][pair]): the last, so that on an adapter that runs workgroups in order the others would read the
+// stale row if they took it, and the kernel test would see it. The arithmetic is head_norm_rope.wgsl's (the same
+// per-lane sums of 4, the same tree over 64 lanes, the same products in the same order), so q and the new row have
+// the bits the two dispatches give.
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> k_cache: array<KvWord>;
 @group(0) @binding(4) var<storage, read_write> v_cache: array<KvWord>;
 @group(0) @binding(6) var<storage, read> q_norm: array<f32>;
 @group(0) @binding(7) var<storage, read> k_norm: array<f32>;
+#include "rope_angle.wgsl"
 
-const TWO_PI_HI: f32 = 6.28318548202514648;   // f32(2π)
-const TWO_PI_LO: f32 = -1.74845553e-7;        // 2π - f32(2π)
 const NORM_LANES: u32 = 64u;                  // head_norm_rope.wgsl's lanes: its sums' order
 var<workgroup> hq: array<f32, 256>;
 var<workgroup> hk: array<f32, 256>;
@@ -21,11 +21,6 @@ var<workgroup> sq: array<vec2<f32>, NORM_LANES>;   // (q, k) sums of squares
 var<workgroup> k_new: array<KvWord, 128>;
 var<workgroup> v_new: array<KvWord, 128>;
 var<private> new_pos: u32;                    // step.pos where this split holds it, else none
-
-fn reduce_angle(a: f32) -> f32 {
-  let k = round(a / TWO_PI_HI);
-  return (a - k * TWO_PI_HI) - k * TWO_PI_LO;
-}
 
 fn stage_q(t: u32, h: u32, kvh: u32, start: u32, end: u32) {
   let hd = p.hd;
@@ -87,7 +82,7 @@ fn stage_q(t: u32, h: u32, kvh: u32, start: u32, end: u32) {
   }
   // each lane writes only the dims it read: t and t + half (rotated), or t >= n_rot (normed only)
   if (t < half) {
-    let ang = reduce_angle(f32(step.pos) * pow(p.base, -2.0 * f32(t) / f32(p.n_rot)));
+    let ang = rope_angle(f32(step.pos), t, p.n_rot, p.base);
     let c = cos(ang);
     let s = sin(ang);
     let q0 = hq[t] * inv.x * wq.x;

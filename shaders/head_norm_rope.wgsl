@@ -1,20 +1,11 @@
 // Per-head RMSNorm (q_norm / k_norm, weight shared by all heads) then NeoX RoPE on the first n_rot dims, on one
 // head of hd <= 256 values held in workgroup memory (hv): shared by qk_norm_rope.wgsl and qk_rope_append.wgsl.
-// NeoX pairs dims (i, i + n_rot/2) with angle pos * base^(-2i/n_rot) (llama.cpp rope mode NEOX, no YaRN scaling);
-// dims >= n_rot keep the normed value. The includer defines norm_weight(i) and runs 64 lanes.
+// NeoX pairs dims (i, i + n_rot/2), rotated by rope_angle.wgsl's angle; dims >= n_rot keep the normed value. The
+// includer defines norm_weight(i) and runs 64 lanes.
 var<workgroup> hv: array<f32, 256>;
 const SUM_LANES: u32 = 64u;
 #include "workgroup_sum.wgsl"
-
-const TWO_PI_HI: f32 = 6.28318548202514648;   // f32(2π)
-const TWO_PI_LO: f32 = -1.74845553e-7;        // 2π - f32(2π)
-
-// cos/sin are only accurate on [-π, π] in WGSL: reduce the angle first (two-part 2π keeps the reduction exact
-// enough for positions up to ~10^6).
-fn reduce_angle(a: f32) -> f32 {
-  let k = round(a / TWO_PI_HI);
-  return (a - k * TWO_PI_HI) - k * TWO_PI_LO;
-}
+#include "rope_angle.wgsl"
 
 // hv (loaded by every lane before the call) becomes the normed, rotated head; every lane sees it on return.
 fn norm_rope_head(t: u32, hd: u32, n_rot: u32, eps: f32, base: f32, use_norm: bool, pos: f32) {
@@ -38,7 +29,7 @@ fn norm_rope_head(t: u32, hd: u32, n_rot: u32, eps: f32, base: f32, use_norm: bo
     }
     let x0 = hv[i] * inv * w0;
     let x1 = hv[i + half] * inv * w1;
-    let ang = reduce_angle(pos * pow(base, -2.0 * f32(i) / f32(n_rot)));
+    let ang = rope_angle(pos, i, n_rot, base);
     let c = cos(ang);
     let s = sin(ang);
     hv[i] = x0 * c - x1 * s;
