@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
+from diskformer.reference import layers
 from node_helpers import KERNEL_HARNESS
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -62,36 +63,19 @@ async def main(args):
 '''
 
 
-def rope_neox(heads, pos, n_rot, base):
-    out = heads.copy()
-    half = n_rot // 2
-    ang = pos * base ** (-2.0 * np.arange(half) / n_rot)
-    c, s = np.cos(ang), np.sin(ang)
-    x0, x1 = heads[:, :half], heads[:, half:n_rot]
-    out[:, :half] = x0 * c - x1 * s
-    out[:, half:n_rot] = x0 * s + x1 * c
-    return out
-
-
 def reference(case, x, wq, wk, kc, vc, pos):
-    """float64: the token's q/k heads normed and rotated, its row appended, then softmax attention over 0 .. pos."""
+    """float64 (the CPython reference's layers): the token's q/k heads normed and rotated, its row appended, then
+    softmax attention over 0 .. pos."""
     nh, nkv, hd, qs = case["n_head"], case["n_kv"], case["hd"], case["q_stride"]
     q = np.stack([x[h * qs:h * qs + hd] for h in range(nh)]).astype(np.float64)
     k = x[case["k_base"]:case["k_base"] + nkv * hd].reshape(nkv, hd).astype(np.float64)
     v = x[case["v_base"]:case["v_base"] + nkv * hd].reshape(nkv, hd)
     if case["norm"]:
-        q = q / np.sqrt((q ** 2).mean(1, keepdims=True) + case["eps"]) * wq
-        k = k / np.sqrt((k ** 2).mean(1, keepdims=True) + case["eps"]) * wk
-    q, k = (rope_neox(a, pos, case["n_rot"], case["base"]) for a in (q, k))
+        q, k = layers.rms_norm(q, wq, case["eps"]), layers.rms_norm(k, wk, case["eps"])
+    q, k = (layers.rope_neox(a[None], np.array([pos]), case["n_rot"], case["base"])[0] for a in (q, k))
     keys, vals = kc.astype(np.float64).copy(), vc.astype(np.float64).copy()
     keys[pos], vals[pos] = k, v
-    out = []
-    for h in range(nh):
-        g = h // (nh // nkv)
-        s = keys[:pos + 1, g] @ q[h] * hd ** -0.5
-        p = np.exp(s - s.max())
-        out.append((p / p.sum()) @ vals[:pos + 1, g])
-    return np.concatenate(out)
+    return layers.causal_attention(q[None], keys[:pos + 1], vals[:pos + 1], pos, hd ** -0.5).ravel()
 
 
 CASES = [  # name, kv, q heads, kv heads, head dim, rotary dims, norm, q stride (in head dims), cache rows, positions,
