@@ -1,5 +1,6 @@
-// Workgroup tree reduction of 256 (value, index) candidates to val[0] / idx[0]: the larger value, ties to the lower
-// index; index NONE marks an empty candidate. Needs `val`, `idx` (array<_, 256> in workgroup memory) and NONE.
+// Workgroup tree reduction of WG (value, index) candidates to val[0] / idx[0]: the larger value, ties to the lower
+// index; index NONE marks an empty candidate. Needs `val`, `idx` (array<_, WG> in workgroup memory), NONE and WG (a
+// power of two, 4 or more).
 
 // Whether candidate (b, ib) beats (a, ia).
 fn argmax_beats(a: f32, ia: u32, b: f32, ib: u32) -> bool {
@@ -11,8 +12,8 @@ fn reduce_argmax(t: u32, v: f32, i: u32) {
   idx[t] = i;
   workgroupBarrier();
   // two levels per barrier: lane t < s/2 keeps the best of t, t + s/2, t + s, t + 3s/2 (a total order: the
-  // winner does not depend on the tree's shape)
-  for (var s = 128u; s > 1u; s >>= 2u) {
+  // winner does not depend on the tree's shape); WG = 256 takes s = 128, 32, 8, 2, and 1024 s = 512, ..., 2
+  for (var s = WG / 2u; s > 1u; s >>= 2u) {
     let h = s / 2u;
     if (t < h) {
       var a = val[t];

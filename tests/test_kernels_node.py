@@ -52,7 +52,7 @@ async def main(args):
     for case in spec:
         kern = Kernels(gpu, pipes, step, lane_cap=case.get("lane_cap", 16), kv_format=case.get("kv", "f16"),
                        matvec_multi_row_groups=case.get("multi_row_groups", 4096), q8_act=case.get("q8_act", True),
-                       matvec_min_groups=case.get("min_groups", 0))
+                       matvec_min_groups=case.get("min_groups", 0), argmax_lanes=case.get("argmax_lanes"))
         dl = DispatchList()
         k, a = case["kernel"], case
         async with GpuErrorScope(gpu, "recording " + a["name"]):
@@ -355,12 +355,15 @@ def kernel_run(tmp_path_factory):
 
     # the argmax taken by a product's workgroups over vocabulary-sized outputs: an F32 matrix whose rows are
     # [v_r, 0, ...] times e_0 writes exactly v (a tie across far-apart partials and a lone last value, the lower
-    # index wins); bands; 1 row per lane group (3,880 partials: argmax_final's lanes take several steps) and 4
+    # index wins); bands; 1 row per lane group (3,880 partials: argmax_final's lanes take several steps) and 4.
+    # "big" runs argmax_final in 1024 lanes and in 256: its winner, row 30,001, is in partial 468 (64 rows a
+    # partial), which lane 468 of 1024 takes first: a tree that skipped its upper levels would miss it.
     e0 = np.zeros(32, np.float32)
     e0[0] = 1.0
     c.arr("e0", e0)
-    for tag, n, ties, rows4 in (("big", 248_320, ([70_001, 248_319], [5, 131_072]), False),
-                                ("tail", 8193, ([8192], []), True)):
+    for tag, n, ties, rows4, lanes in (("big", 248_320, ([30_001, 248_319], [5, 131_072]), False, 1024),
+                                       ("big256", 248_320, ([30_001, 248_319], [5, 131_072]), False, 256),
+                                       ("tail", 8193, ([8192], []), True, None)):
         v = rng.standard_normal(n).astype(np.float32)
         v[ties[0]] = 9.0
         v[ties[1]] = 8.5
@@ -368,7 +371,7 @@ def kernel_run(tmp_path_factory):
         wv[:, 0] = v
         c.arr("wv_" + tag, wv)
         c.add(name=f"argmax_{tag}", kernel="matvec", fmt="f32", w="wv_" + tag, rows=n, cols=32, x="e0",
-              y="yv_" + tag, y_len=n, x_base=0, y_base=0, am="amx_" + tag, band_rows=100_000,
+              y="yv_" + tag, y_len=n, x_base=0, y_base=0, am="amx_" + tag, band_rows=100_000, argmax_lanes=lanes,
               outputs=["yv_" + tag, "amx_" + tag], **({"multi_row_groups": 0} if rows4 else {}))
 
     (d / "spec.json").write_text(json.dumps(c.spec))
@@ -486,10 +489,24 @@ def test_router_topk(kernel_run, name):
     close(c.out(name, "w_" + name)[:k], w, rtol=1e-5, atol=1e-6)
 
 
-def test_argmax_ties_to_lower_index(kernel_run):
+@pytest.mark.parametrize("tag", ["big", "big256"])
+def test_argmax_ties_to_lower_index(kernel_run, tag):
     c = kernel_run[0]
-    assert int(c.out("argmax_big", "amx_big", np.uint32)[0]) == 70_001
+    idx, bits = c.out("argmax_" + tag, "amx_" + tag, np.uint32)
+    assert int(idx) == 30_001 and np.uint32(bits) == np.float32(9.0).view(np.uint32)
+
+
+def test_argmax_of_a_lone_last_row(kernel_run):
+    c = kernel_run[0]
     assert int(c.out("argmax_tail", "amx_tail", np.uint32)[0]) == 8192
+
+
+def test_argmax_lanes_by_adapter():
+    from py_engine.gpu.workgroups import argmax_workgroup
+
+    assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 1024}) == 1024
+    assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 1024}) == 256
+    assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 512}) == 256
 
 
 # --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
@@ -653,6 +670,8 @@ def test_shader_loader_includes_and_constants(tmp_path):
     ("moe_gate_up.wgsl", {"WFMT": "q8", "UFMT": "q8", "XFMT": "q8load", "LANES": 8, "ROUTED": "true", "ROWS": 2,
                           "ROUTE": "topk", "STAGED_BLOCKS": 64}),
     ("rmsnorm_q8.wgsl", {}),
+    ("argmax_final.wgsl", {"STEP": "none", "WG": 256}),
+    ("argmax_final.wgsl", {"STEP": "next", "WG": 1024}),
     ("qk_rope_append.wgsl", {"KV": "f16"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1, "STAGED_BLOCKS": 16}),
     ("moe_matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "STAGED_BLOCKS": 16}),

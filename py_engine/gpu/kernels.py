@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .buffers import uniform_buffer
 from .commands import split_groups
-from .workgroups import matvec_workgroup
+from .workgroups import argmax_workgroup, matvec_workgroup
 
 
 
@@ -139,8 +139,11 @@ def attention_splits(n_ctx: int, max_splits: int = ATTENTION_MAX_SPLITS) -> int:
 class Kernels:
     def __init__(self, gpu, pipelines, step_buffer, lane_cap: int = 16, kv_format: str = "f16",
                  matvec_multi_row_groups: int = MATVEC_MULTI_ROW_GROUPS, q8_act: bool = True,
-                 matvec_min_groups: "int | None" = None, advance_step: bool = False):
+                 matvec_min_groups: "int | None" = None, advance_step: bool = False,
+                 argmax_lanes: "int | None" = None):
         self.gpu = gpu
+        # argmax_final's workgroup (a power of two >= 4); None: by the adapter's limits
+        self.argmax_lanes = argmax_lanes or argmax_workgroup(gpu.limits)
         # the output head's argmax also writes the next greedy step's parameters into step_buffer (which then needs
         # STORAGE usage) when the step asks for it (argmax_step_next.wgsl)
         self.advance_step = advance_step
@@ -402,5 +405,5 @@ class Kernels:
         bindings = {0: params, 1: parts, 2: out}
         if self.advance_step:
             bindings[3] = self.step
-        self._record(dl, "argmax_final.wgsl", {"STEP": "next" if self.advance_step else "none"}, bindings, (1, 1),
-                     label)
+        consts = {"STEP": "next" if self.advance_step else "none", "WG": self.argmax_lanes}
+        self._record(dl, "argmax_final.wgsl", consts, bindings, (1, 1), label)

@@ -30,3 +30,17 @@ def moe_down_workgroup(n_e: int, nb: int, rows_per: int = 1) -> int:
     while wg > 64 and 4 * wg * n_e * rows_per + 36 * n_e * nb > WORKGROUP_STORAGE:
         wg //= 2
     return wg
+
+
+# Lanes of argmax_final, the one workgroup that reduces the output head's (value, index) partials (~15.5k on a
+# 248k-token vocabulary): in 256 lanes each took ~61 in eight steps of dependent memory round trips (12.1 µs a token
+# on an H100, docs/benchmarks.md, twenty-fourth round); in 1024, ~15 in two, and the tree one level more.
+ARGMAX_WG = 1024
+ARGMAX_MIN_WG = 256  # every WebGPU device offers 256 invocations per workgroup
+
+
+def argmax_workgroup(limits: dict) -> int:
+    """argmax_final's lanes: ARGMAX_WG where the adapter's limits allow a workgroup that wide, else ARGMAX_MIN_WG."""
+    cap = min(int(limits.get("maxComputeInvocationsPerWorkgroup", ARGMAX_MIN_WG)),
+              int(limits.get("maxComputeWorkgroupSizeX", ARGMAX_MIN_WG)))
+    return ARGMAX_WG if cap >= ARGMAX_WG else ARGMAX_MIN_WG
