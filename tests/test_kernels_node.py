@@ -672,7 +672,7 @@ def test_shader_loader_includes_and_constants(tmp_path):
     ("rmsnorm_q8.wgsl", {}),
     ("argmax_final.wgsl", {"STEP": "none", "WG": 256}),
     ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "false", "NORM": "rmsparts",
-                     "ARGMAX": "none", "SQ": "none", "XN": "q8", "STAGED_BLOCKS": 64, "WG": 64}),
+                     "ARGMAX": "none", "SQ": "none", "XN": "q8", "STAGED_BLOCKS": 64, "WG": 64, "SQ_V4": 32}),
     ("moe_down_combine.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "SHARED": "true", "N_E": 9,
                                "STAGED_BLOCKS": 144, "WG": 256, "SQ": "parts"}),
     ("row_squares.wgsl", {}),

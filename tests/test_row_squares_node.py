@@ -60,7 +60,7 @@ async def main(args):
                         w = matrix(s["w"], s["rows"], s["cols"], s.get("band_rows"))
                         gate = InputGate("sgate", buf(s["gate"]), 32, 64, 32) if s.get("gate") else None
                         y = buf(s["y"]) if s.get("accumulate") else out(s["y"], 4 * s["rows"])
-                        sq = out(s["sq"], 4 * s.get("sq_len", s["rows"]))
+                        sq = buf(s["sq"]) if s.get("sq_init") else out(s["sq"], 4 * s.get("sq_len", s["rows"]))
                         r = kern.matvec(dl, w, buf(s["x"]), y, accumulate=s.get("accumulate", False), x_gate=gate,
                                         sq_out=sq, y_base=s.get("y_base", 0))
                         squares[s["sq"]] = r
@@ -105,13 +105,16 @@ def sq_run(tmp_path_factory):
     n, k_in = 256, 128
     ref = {}
     for name, rows, cols in (("w_res", n, k_in), ("w_res_gated", n, 128), ("w_res4", n, k_in),
-                             ("w_next", 96, n), ("w_tall", 1000, k_in)):
+                             ("w_next", 96, n), ("w_tall", 1000, k_in), ("w_res14", 224, k_in),
+                             ("w_next14", 40, 224)):
         ref[name] = q8(d, name, rows, cols, rng)
     arr("x_in", rng.standard_normal(k_in) * 3)
     arr("gate", rng.standard_normal(256))
     arr("h0", rng.standard_normal(n) * 2)
     ref["nw"] = (rng.standard_normal(n) * 0.5 + 1).astype(np.float32)
     arr("nw", ref["nw"])
+    arr("h14", rng.standard_normal(224))
+    arr("sq14", np.full(224, 1e3))  # what earlier sums left past the 14 this product writes
     spec = [
         # a residual product (h += W·x, 16 rows a workgroup), then the next product with the norm fused: from the
         # sums, and from its own pass
@@ -123,6 +126,13 @@ def sq_run(tmp_path_factory):
                  xn="xn_pass"),
             dict(op="row_squares", h="h0", n=n, per_part=16, sq="sq_again")],
              outputs=["h0", "sq", "y_parts", "xn_parts", "y_pass", "xn_pass", "sq_again"]),
+        # 14 sums (224 rows, 16 a workgroup): the norm's last vec4 of sums holds two, the rest of it is stale
+        dict(name="chain14", steps=[
+            dict(op="product", w="w_res14", rows=224, cols=k_in, x="x_in", y="h14", accumulate=True, sq="sq14",
+                 sq_init=True),
+            dict(op="norm_product", w="w_next14", rows=40, cols=224, x="h14", nw="nw", eps=EPS, sq="sq14",
+                 y="y14", xn="xn14")],
+             outputs=["h14", "xn14", "y14"]),
         # a product whose input is gated (256 lanes a workgroup), one of four rows per lane group, one in bands
         dict(name="gated", steps=[dict(op="product", w="w_res_gated", rows=n, cols=128, x="x_in", y="y_gated",
                                        gate="gate", sq="sq_gated")], outputs=["y_gated", "sq_gated"]),
@@ -188,6 +198,16 @@ def test_norm_from_the_sums(sq_run):
     np.testing.assert_allclose(out("y_parts"), ref["w_next"].astype(np.float64) @ fq(xn_parts).astype(np.float64),
                                rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out("y_parts"), out("y_pass"), rtol=1e-2, atol=1e-2)
+
+
+def test_norm_from_a_partial_last_vec4_of_sums(sq_run):
+    info, ref, out = sq_run
+    assert info["chain14"]["sq14_count"] == 14
+    h = out("h14").astype(np.float64)
+    want = h / np.sqrt((h ** 2).mean() + EPS) * ref["nw"][:224]
+    np.testing.assert_allclose(out("xn14"), want, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(out("y14"), ref["w_next14"].astype(np.float64) @ fq(out("xn14")).astype(np.float64),
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_row_squares_repeats_the_products_sums_bit_for_bit(sq_run):

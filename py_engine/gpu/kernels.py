@@ -274,6 +274,8 @@ class Kernels:
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
                       "ARGMAX": "none" if parts is None else "parts", "SQ": "none" if sq_out is None else "parts",
                       "XN": "q8" if xq_out is not None and norm is not None else "f32", "WG": wg}
+            if kind == "rmsparts":
+                consts["SQ_V4"] = -(-squares.count // 4)
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
             g = x_gate or InputGate("none", None, 0, 0, squares.count if squares else 0)
