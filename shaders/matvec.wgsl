@@ -10,9 +10,7 @@
 // x_norm_sgate.wgsl: p.group values per head, gate values at p.g_base + head · p.g_stride); none stages x as is.
 // ARGMAX = parts: each workgroup also stores the largest of the values it wrote and its index (y_base + row, ties to
 // the lower) as partial p.part_base + workgroup for argmax_final.wgsl (the output head: no argmax pass over the
-// logits); none: nothing more. SQ = parts: each workgroup also stores the sum of the squares of the values it wrote as
-// sq_part[p.part_base + workgroup] (row_sq_parts.wgsl: a product that writes the residual stream, for the next
-// RMSNorm, NORM = rmsparts, x_norm_rmsparts.wgsl, which reads p.group such sums); none: nothing more.
+// logits); none: nothing more.
 struct Params {
   rows: u32, nb: u32, x_base: u32, y_base: u32, eps: f32, xn_write: u32, group: u32, g_base: u32,
   g_stride: u32, part_base: u32, pad1: u32, pad2: u32,
@@ -25,7 +23,6 @@ struct Params {
 #include "x_norm_{{NORM}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 #include "row_argmax_{{ARGMAX}}.wgsl"
-#include "row_sq_{{SQ}}.wgsl"
 
 const LANES: u32 = {{LANES}}u;
 const ROWS: u32 = {{ROWS}}u;   // 1, 2 or 4 (one vec4 accumulator)
@@ -64,5 +61,4 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
   }
   store_row_argmax(g, lid.x, row0, vals);
-  store_row_squares(p.part_base + g, lid.x, row0, p.rows, vals);
 }

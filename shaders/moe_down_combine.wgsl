@@ -8,8 +8,7 @@
 // Each (row, expert) dot adds the same blocks in the same order as moe_matvec.wgsl's (row_reduce4's rows_partial,
 // summed by its group_sum's tree) and the routed sums are added in moe_combine.wgsl's order, so without a shared
 // expert the result has the bits of those two dispatches (at the same lane count). Every workgroup stages all the
-// experts' activations (quantised per 32-block for Q8_0 weights) for its WG / LANES · ROWS rows. SQ = parts: each
-// workgroup also stores the sum of the squares of the h values it wrote (row_sq_parts.wgsl) for the next RMSNorm.
+// experts' activations (quantised per 32-block for Q8_0 weights) for its WG / LANES · ROWS rows.
 struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base: u32, shared_slot: u32, gate_at: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;       // act: a_0 .. a_{k-1} | a_shared
@@ -17,7 +16,6 @@ struct Params { rows: u32, nb: u32, k: u32, map_base: u32, ids_base: u32, w_base
 #include "weights_{{WFMT}}.wgsl"
 #include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
-#include "row_sq_{{SQ}}.wgsl"
 @group(0) @binding(5) var<storage, read> route: array<u32>;
 @group(0) @binding(6) var<storage, read> slot_map: array<u32>;
 
@@ -95,7 +93,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
     }
     workgroupBarrier();
   }
-  var written = vec4<f32>(0.0);
   if (lane == 0u) {
     var g = 0.0;
     if (SHARED) {
@@ -108,14 +105,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
         for (var e = 0u; e < p.k; e++) {
           routed += bitcast<f32>(route[p.w_base + e]) * red[(e * ROWS + i) * WG + t];
         }
-        var v = h_old[i] + routed;
         if (SHARED) {
-          v = h_old[i] + routed + g * red[(p.k * ROWS + i) * WG + t];
+          h[r] = h_old[i] + routed + g * red[(p.k * ROWS + i) * WG + t];
+        } else {
+          h[r] = h_old[i] + routed;
         }
-        h[r] = v;
-        written[i] = v;
       }
     }
   }
-  store_row_squares(wg.y * ng.x + wg.x, t, row0, p.rows, written);
 }

@@ -9,8 +9,22 @@
 
 #include "rms_scale64.wgsl"
 #include "xn_store_{{XN}}.wgsl"
-#include "x_norm_scaled.wgsl"
 
 fn stage_input(tid: u32, wg_size: u32, xv0: u32, nb: u32, eps: f32, write_xn: bool) {
-  stage_scaled(tid, wg_size, xv0, nb, rms_scale64(tid, xv0, nb * 32u, eps), write_xn);
+  x_v0 = xv0;
+  let inv = rms_scale64(tid, xv0, nb * 32u, eps);
+  for (var b = tid; b < nb; b += wg_size) {
+    var v: array<vec4<f32>, 8>;
+    for (var i = 0u; i < 8u; i++) {
+      v[i] = x[xv0 + b * 8u + i] * inv * norm_w[b * 8u + i];
+    }
+    if (write_xn) {
+      for (var i = 0u; i < 8u; i++) {
+        xn_out[b * 8u + i] = v[i];
+      }
+      store_xn_q8(b, nb, v);
+    }
+    x_store_block(b, v);
+  }
+  workgroupBarrier();
 }

@@ -660,22 +660,17 @@ def test_shader_loader_includes_and_constants(tmp_path):
 
 
 @pytest.mark.parametrize("name,consts", [
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none", "SQ": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none", "ARGMAX": "none", "SQ": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms", "ARGMAX": "none", "SQ": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
-    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "false", "NORM": "rms", "ARGMAX": "none", "SQ": "none", "XN": "q8", "STAGED_BLOCKS": 64, "WG": 64}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "gated", "ARGMAX": "none", "SQ": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 256}),
-    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "true", "NORM": "sgate", "ARGMAX": "parts", "SQ": "parts", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8pre", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none", "SQ": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "false", "NORM": "rms", "ARGMAX": "none", "XN": "q8", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "gated", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 256}),
+    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "true", "NORM": "sgate", "ARGMAX": "parts", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8pre", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
     ("moe_gate_up.wgsl", {"WFMT": "q8", "UFMT": "q8", "XFMT": "q8load", "LANES": 8, "ROUTED": "true", "ROWS": 2,
                           "ROUTE": "topk", "STAGED_BLOCKS": 64}),
     ("rmsnorm_q8.wgsl", {}),
     ("argmax_final.wgsl", {"STEP": "none", "WG": 256}),
-    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "false", "NORM": "rmsparts",
-                     "ARGMAX": "none", "SQ": "none", "XN": "q8", "STAGED_BLOCKS": 64, "WG": 64, "SQ_V4": 32}),
-    ("moe_down_combine.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "SHARED": "true", "N_E": 9,
-                               "STAGED_BLOCKS": 144, "WG": 256, "SQ": "parts"}),
-    ("row_squares.wgsl", {}),
     ("argmax_final.wgsl", {"STEP": "next", "WG": 1024}),
     ("qk_rope_append.wgsl", {"KV": "f16"}),
     ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1, "STAGED_BLOCKS": 16}),
@@ -697,7 +692,7 @@ def test_staging_sized_to_the_pipeline():
     workgroup memory bounds how many workgroups a GPU keeps resident (tools/h200/wave_sweep.mjs)."""
     from py_engine.gpu.shader_loader import ShaderLoader
 
-    consts = {"WFMT": "q8", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "ARGMAX": "none", "SQ": "none", "XN": "f32", "WG": 64}
+    consts = {"WFMT": "q8", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "ARGMAX": "none", "XN": "f32", "WG": 64}
     q8 = ShaderLoader().source("matvec.wgsl", {**consts, "XFMT": "q8", "NORM": "rms", "STAGED_BLOCKS": 64})
     assert "const XQ_BLOCKS: u32 = 64u;" in q8 and "array<vec4<u32>, 2u * XQ_BLOCKS>" in q8
     gated = ShaderLoader().source("matvec.wgsl", {**consts, "XFMT": "f32s", "NORM": "gated", "STAGED_BLOCKS": 16})

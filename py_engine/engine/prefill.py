@@ -24,10 +24,9 @@ from ..models.common import record_output
 
 STATE_BUFFERS = ("conv_window.", "ssm_state.")
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
-# mixer inputs; its norms take their own passes (no sums of squares, h_sq). xq stays: in Q8_0-activation mode the
-# chunk's norms write their rows quantised there, and the output products' inputs, wider:
-# chunk_plan.quantised_row_cols.
-SKIP = ("logits", "argmax", "dn_in", "attn_in", "route", "h_sq")
+# mixer inputs (xq stays: in Q8_0-activation mode the chunk's norms write their rows quantised there, and the
+# output products' inputs, wider: chunk_plan.quantised_row_cols)
+SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
 
 
 def chunk_buffer_sizes(model, T: int) -> list:

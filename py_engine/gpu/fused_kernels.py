@@ -12,8 +12,8 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
   resident pools after moe_route_gate_up (a shared expert stacked into the pools after the routed ones runs in
   both as one more expert).
 """
-from .kernels import (Q8_MAX_COLS, GpuMatrix, RowSquares, check_q8_cols, check_sq_room, lanes_for, matvec_lanes,
-                      matvec_rows_per_group, xfmt)
+from .kernels import (Q8_MAX_COLS, GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group,
+                      xfmt)
 from .workgroups import moe_down_workgroup
 
 
@@ -166,22 +166,12 @@ def down_combine_fits(k: int, cols: int, shared: bool) -> bool:
     return cols % 32 == 0 and n_e <= MOE_DOWN_MAX_EXPERTS and n_e * cols <= Q8_MAX_COLS
 
 
-def down_combine_groups(kern, rows: int, cols: int, n_e: int) -> int:
-    """Rows of h per workgroup of moe_down_combine over n_e experts' down matrices (rows × cols): also the rows per
-    sum of squares it leaves, which Kernels.row_squares repeats where another kernel wrote h."""
-    nb = cols // 32
-    lanes = matvec_lanes(rows, nb, kern.lane_cap, kern.matvec_min_groups)
-    return moe_down_workgroup(n_e, nb, MOE_DOWN_ROWS) // lanes * MOE_DOWN_ROWS
-
-
 def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, ids_base: int, w_base: int,
-                     slot_map, map_base: int, h, shared=None, label="ffn_moe_out", sq_out=None):
+                     slot_map, map_base: int, h, shared=None, label="ffn_moe_out"):
     """h[r] += Σ_k w_k · D_slot(k)[r]·a_k (+ g · D_shared[r]·a_shared) for the `rows` rows of an expert of the
     layer's down pool, in one dispatch (shaders/moe_down_combine.wgsl): `act` holds a_0 .. a_{k-1} (pool.cols values
     each), then a_shared; `route` the ids at ids_base and the weights at w_base (route_layout). shared = (slot,
-    gate_at): the shared expert is that slot of the pool, g = sigmoid(route[gate_at]). Only where can_down_combine.
-    sq_out: every workgroup also leaves the sum of the squares of the h values it wrote there
-    (shaders/row_sq_parts.wgsl); returns their RowSquares for the next norm (else None)."""
+    gate_at): the shared expert is that slot of the pool, g = sigmoid(route[gate_at]). Only where can_down_combine."""
     if not can_down_combine(pool, k, shared is not None):
         raise ValueError(f"{pool.name}: moe_down_combine cannot take this block (see can_down_combine)")
     nb = pool.cols // 32
@@ -193,16 +183,11 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
     params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, slot, gate_at, label=label)
     consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
               "SHARED": "true" if shared is not None else "false", "N_E": n_e, "STAGED_BLOCKS": n_e * nb,
-              "WG": wg, "SQ": "none" if sq_out is None else "parts"}
+              "WG": wg}
     per_group = wg // lanes * rows_per
-    groups = (rows + per_group - 1) // per_group
-    binds = {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route, 6: slot_map}
-    if sq_out is not None:
-        check_sq_room(sq_out, groups, pool.name)
-        binds[10] = sq_out
-    kern._record(dl, "moe_down_combine.wgsl", consts, binds, groups, label)
-    return RowSquares(sq_out, groups, rows) if sq_out is not None else None
+    kern._record(dl, "moe_down_combine.wgsl", consts, {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route,
+                                                      6: slot_map}, (rows + per_group - 1) // per_group, label)
 
 
 __all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine",
-           "can_down_combine", "down_combine_fits", "down_combine_groups", "moe_down_combine"]
+           "can_down_combine", "down_combine_fits", "moe_down_combine"]

@@ -73,24 +73,6 @@ class InputGate:
     eps: float = 0.0
 
 
-@dataclass(frozen=True)
-class RowSquares:
-    """Sums of squares a product left of the vector it wrote (Kernels.matvec sq_out, moe_down_combine sq_out,
-    Kernels.row_squares): `count` f32 sums at the start of `buffer`, together covering the vector's `rows` values.
-    The next RMSNorm of that vector takes its scale from them (matvec norm=(weight, eps, squares))."""
-    buffer: object
-    count: int
-    rows: int
-
-
-def check_sq_room(buffer, count: int, what: str) -> None:
-    """Refuse a buffer too small for `count` sums of squares, padded to whole vec4s (x_norm_rmsparts.wgsl reads
-    them so)."""
-    size = getattr(buffer, "size", None)
-    if size is not None and int(size) < 16 * -(-count // 4):
-        raise ValueError(f"{what}: {count} sums of squares do not fit {int(size)} bytes")
-
-
 def lanes_for(nb: int, cap: int = 16) -> int:
     """Lanes sharing one row in matvec: a power of two <= the row's block count (no idle lanes), at most `cap`."""
     lanes = 1
@@ -193,12 +175,10 @@ class Kernels:
         dl.dispatch(pipe, bg, gx, gy, gz, label)
 
     def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
-               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None, xq_out=None,
-               sq_out=None):
+               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None, xq_out=None):
         """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
 
-        norm=(norm_weight, eps) or (norm_weight, eps, squares): multiply xn = rmsnorm(x[x_base : x_base + cols]) *
-        norm_weight instead of x, as
+        norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
         rmsnorm() then matvec() would (the same values). The norm is fused into every band's dispatch
         (shaders/x_norm_rms.wgsl): into the Q8_0 staging of a Q8_0-activation product, or, for f32 activations
         (F32 weights such as a router, or the f32-activation mode) up to F32_STAGED_MAX_COLS columns, into an f32
@@ -212,21 +192,8 @@ class Kernels:
         workgroup (shaders/x_stage_q8pre.wgsl).
         argmax_out: also argmax_out[0] = the index (y_base + row) of the largest value written, ties to the lower,
         and argmax_out[1] its f32 bits: every workgroup stores its rows' best as a partial
-        (shaders/row_argmax_parts.wgsl) and one more dispatch reduces them (argmax_final), with no pass over y.
-        sq_out: also every workgroup's sum of the squares of the values it wrote into sq_out (a product writing the
-        whole residual stream from y_base 0: shaders/row_sq_parts.wgsl); returns their RowSquares. A norm given
-        squares (the RowSquares of the product that last wrote x, all of x from x_base 0) takes its scale from them
-        where it is fused (shaders/x_norm_rmsparts.wgsl: no pass over x in every workgroup), else ignores them."""
+        (shaders/row_argmax_parts.wgsl) and one more dispatch reduces them (argmax_final), with no pass over y."""
         check_q8_cols(w)
-        squares = None
-        if norm is not None and len(norm) > 2:
-            norm, squares = tuple(norm[:2]), norm[2]
-            if squares is not None and (squares.rows != w.cols or x_base):
-                raise ValueError(f"{w.name}: sums of squares over {squares.rows} values for a norm over "
-                                 f"{w.cols} values from {x_base}")
-        if sq_out is not None and (y_base or argmax_out is not None):
-            raise ValueError(f"{w.name}: sums of squares (sq_out) only of a whole vector written from 0, "
-                             f"without the argmax")
         act = xfmt(self, w.fmt)
         if xq_out is not None and (norm is None or xn_out is None or w.cols % 32):
             raise ValueError(f"{w.name}: a quantised copy of the input (xq_out) needs a fused norm, xn_out and "
@@ -252,7 +219,7 @@ class Kernels:
             name, dash, layer = (label or w.name).rpartition("-")
             norm_label = f"{name}_norm-{layer}" if dash and layer.isdigit() else (label or w.name) + "_norm"
             self.rmsnorm(dl, x, norm[0], xn_out, w.cols, norm[1], x_base=x_base, label=norm_label, xq=xq_out)
-            x, x_base, norm, squares = xn_out, 0, None, None
+            x, x_base, norm = xn_out, 0, None
         nb = w.cols // 32
         wg = matvec_workgroup(x_gate is not None)
         shapes = []  # per band: lanes, rows per lane group, workgroups
@@ -260,36 +227,27 @@ class Kernels:
             lanes = matvec_lanes(n, nb, self.lane_cap, self.matvec_min_groups)
             rows = matvec_rows_per_group(n, lanes, self.matvec_multi_row_groups)
             shapes.append((lanes, rows, -(-n // (wg // lanes * rows))))
-        if sq_out is not None:
-            check_sq_room(sq_out, sum(s[2] for s in shapes), w.name)
         parts = None
         if argmax_out is not None:
             from .buffers import storage_buffer
             parts = storage_buffer(self.gpu, 8 * sum(s[2] for s in shapes), (label or w.name) + "_argmax_partials")
         part_base = 0
         for band, ((row0, n, bufs), (lanes, rows, groups)) in enumerate(zip(w.bands, shapes)):
-            kind = x_gate.kind if x_gate is not None else "none" if norm is None else (
-                "rms" if squares is None else "rmsparts")
+            kind = x_gate.kind if x_gate is not None else "none" if norm is None else "rms"
             consts = {"WFMT": w.fmt, "XFMT": act, "LANES": lanes, "ROWS": rows, "STAGED_BLOCKS": nb,
                       "ACCUMULATE": "true" if accumulate else "false", "NORM": kind,
-                      "ARGMAX": "none" if parts is None else "parts", "SQ": "none" if sq_out is None else "parts",
+                      "ARGMAX": "none" if parts is None else "parts",
                       "XN": "q8" if xq_out is not None and norm is not None else "f32", "WG": wg}
-            if kind == "rmsparts":
-                consts["SQ_V4"] = -(-squares.count // 4)
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
-            g = x_gate or InputGate("none", None, 0, 0, squares.count if squares else 0)
+            g = x_gate or InputGate("none", None, 0, 0, 0)
             params = self._params("4IfI3I3I", n, nb, x_base, y_base + row0, eps, int(write_xn), g.group, g.g_base,
                                   g.g_stride, part_base, 0, 0, label=label)
             bindings = {0: params, 2: y, **bufs, **({7: x} if x_q8 else {1: x})}
             if parts is not None:
                 bindings[8] = parts
-            if sq_out is not None:
-                bindings[10] = sq_out
             part_base += groups
             if norm is not None:
-                if squares is not None:
-                    bindings[7] = squares.buffer
                 bindings[5] = norm[0]
                 bindings[6] = xn_out if write_xn else self.placeholder()  # declared; written only when asked
                 if xq_out is not None:
@@ -301,7 +259,6 @@ class Kernels:
             self._record(dl, "matvec.wgsl", consts, bindings, groups, label or w.name)
         if parts is not None:
             self.argmax_final(dl, parts, part_base, argmax_out, label=(label or w.name) + "_argmax")
-        return RowSquares(sq_out, part_base, w.rows) if sq_out is not None else None
 
     def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route_ids, slot_map, map_base,
                    x_base=0, x_stride=0, label=""):
@@ -440,17 +397,6 @@ class Kernels:
             raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
         params = self._params("4I", n_exp, k, int(renorm), 0)
         self._record(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (1, 1), label)
-
-    def row_squares(self, dl, h, n, per_part, sq_out, label="row_squares") -> RowSquares:
-        """sq_out[g] = Σ h[r]² over rows g·per_part .. of h's n values, in the order moe_down_combine's sums of
-        squares take (shaders/row_squares.wgsl): for the next norm where a kernel without them wrote h."""
-        if not 0 < per_part <= 256:
-            raise ValueError(f"{label}: {per_part} rows per sum of squares (1 to 256)")
-        count = -(-n // per_part)
-        check_sq_room(sq_out, count, label)
-        params = self._params("4I", n, per_part, 0, 0, label=label)
-        self._record(dl, "row_squares.wgsl", {}, {0: params, 1: h, 2: sq_out}, count, label)
-        return RowSquares(sq_out, count, n)
 
     def argmax_final(self, dl, parts, m, out, label="argmax"):
         """out[0] = the index of the largest of m (value, index) partials (row_argmax_parts.wgsl's layout, in

@@ -68,12 +68,11 @@ def pregated_norm_fits(kern, w, dv: int) -> bool:
     return dv % 32 == 0 and gdn_sq_parts(dv) <= 64 and kern.can_gate_input(w)
 
 
-def pregated_norm_product(kern, dl, w, o_pre, sq_parts, dv, eps, y, label="ssm_out", sq_out=None):
+def pregated_norm_product(kern, dl, w, o_pre, sq_parts, dv, eps, y, label="ssm_out"):
     """y += W · (o_pre per head / sqrt(Σ its sq_parts / dv + eps)): the rest of the gated norm, after
-    gdn_conv_recurrent(sq_parts=...), fused into the staging of the output product (pregated_norm_fits first).
-    sq_out: the product also leaves the sums of squares of the y it wrote (Kernels.matvec); returns them."""
+    gdn_conv_recurrent(sq_parts=...), fused into the staging of the output product (pregated_norm_fits first)."""
     gate = InputGate("pregated", sq_parts, 0, gdn_sq_parts(dv), dv, eps=eps)
-    return kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, x_gate=gate, sq_out=sq_out)
+    kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, x_gate=gate)
 
 
 def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
@@ -82,28 +81,26 @@ def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label=
     kern._record(dl, "gdn_gated_norm.wgsl", {}, {0: params, 1: o, 2: norm_w, 3: z, 4: y}, (n_heads, 1), label)
 
 
-def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, z_base=0, label="ssm_out",
-                       sq_out=None):
+def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, z_base=0, label="ssm_out"):
     """y += W · (RMSNorm(o per head) · norm_w · silu(z)): the DeltaNet's gated norm fused into the staging of its
-    output product (one dispatch) where the product can take it, else gdn_gated_norm into `scratch` first.
-    sq_out: as pregated_norm_product's."""
+    output product (one dispatch) where the product can take it, else gdn_gated_norm into `scratch` first."""
     if dv % 32 == 0 and z_base % 4 == 0 and kern.can_gate_input(w):
         gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=eps)
-        return kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate, sq_out=sq_out)
+        kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate)
+        return
     gdn_gated_norm(kern, dl, o, norm_w, z, scratch, n_heads, dv, eps, z_base=z_base,
                    label=_step_label(label, "final_output"))
-    return kern.matvec(dl, w, scratch, y, accumulate=True, label=label, sq_out=sq_out)
+    kern.matvec(dl, w, scratch, y, accumulate=True, label=label)
 
 
-def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_output", sq_out=None):
+def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_output"):
     """y += W · (attn · sigmoid(gate)), the gate being the second half of each head's [query | gate] in qg: fused
-    into the staging of the output product where it can take it, else attn_output_gate in place first.
-    sq_out: as pregated_norm_product's."""
+    into the staging of the output product where it can take it, else attn_output_gate in place first."""
     if hd % 32 == 0 and kern.can_gate_input(w):
-        return kern.matvec(dl, w, attn, y, accumulate=True, label=label,
-                           x_gate=InputGate("sgate", qg, hd, 2 * hd, hd), sq_out=sq_out)
+        kern.matvec(dl, w, attn, y, accumulate=True, label=label, x_gate=InputGate("sgate", qg, hd, 2 * hd, hd))
+        return
     attn_output_gate(kern, dl, qg, attn, n_head, hd, label=_step_label(label, "attn_gated"))
-    return kern.matvec(dl, w, attn, y, accumulate=True, label=label, sq_out=sq_out)
+    kern.matvec(dl, w, attn, y, accumulate=True, label=label)
 
 
 def attn_q_split(kern, dl, qg, q, n_head, hd, label="Qcur"):

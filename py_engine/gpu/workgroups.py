@@ -24,10 +24,10 @@ WORKGROUP_STORAGE = 16384  # bytes of workgroup memory every WebGPU device offer
 
 def moe_down_workgroup(n_e: int, nb: int, rows_per: int = 1) -> int:
     """moe_down_combine's lanes per workgroup: MOE_DOWN_WG, halved (not below 64) until its partials (4 bytes per
-    lane, expert and row), the staged blocks (36 bytes each: xq_staged.wgsl's codes and scale) and the row groups'
-    sums of squares (row_sq_parts.wgsl, counted as 4 bytes a lane) fit the workgroup memory."""
+    lane, expert and row) and the staged blocks (36 bytes each: xq_staged.wgsl's codes and scale) fit the workgroup
+    memory."""
     wg = MOE_DOWN_WG
-    while wg > 64 and 4 * wg * n_e * rows_per + 36 * n_e * nb + 4 * wg > WORKGROUP_STORAGE:
+    while wg > 64 and 4 * wg * n_e * rows_per + 36 * n_e * nb > WORKGROUP_STORAGE:
         wg //= 2
     return wg
 

@@ -5,8 +5,8 @@ Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vc
 """
 from ..gpu.buffers import storage_buffer
 from ..gpu.kernels import GpuMatrix, q8_input_words, xfmt
-from ..gpu.fused_kernels import (can_down_combine, down_combine_groups, ffn_gate_up, moe_down_combine, moe_gate_up,
-                                 moe_route_gate_up, route_layout, shexp_down_combine)
+from ..gpu.fused_kernels import (can_down_combine, ffn_gate_up, moe_down_combine, moe_gate_up, moe_route_gate_up,
+                                 route_layout, shexp_down_combine)
 
 
 def arch_value(header, suffix: str, default=None, kind=int):
@@ -93,10 +93,9 @@ def load_projections(loader, key: str, name: str, parts) -> dict:
 
 
 def record_products(kern, dl, products, x, y, layer: int, norm=None, xn_out=None):
-    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label). norm=(weight, eps[,
-    squares]): multiply rmsnorm(x) · weight instead, the norm fused into the first product (Kernels.matvec, which
-    takes its scale from `squares` where given), which also leaves it in xn_out for the others (first a product
-    that can fuse it: Q8_0 weights with Q8_0 activations)."""
+    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label). norm=(weight, eps):
+    multiply rmsnorm(x) · weight instead, the norm fused into the first product (Kernels.matvec), which also leaves
+    it in xn_out for the others (first a product that can fuse it: Q8_0 weights with Q8_0 activations)."""
     fuser = next((i for i, (m, _, _) in enumerate(products) if xfmt(kern, m.fmt) == "q8"), 0)
     for i, (m, base, label) in sorted(enumerate(products), key=lambda e: e[0] != fuser):
         if norm is not None and i == fuser:
@@ -105,25 +104,22 @@ def record_products(kern, dl, products, x, y, layer: int, norm=None, xn_out=None
             kern.matvec(dl, m, x if norm is None else xn_out, y, y_base=base, label=f"{label}-{layer}")
 
 
-def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg, h_sq=None):
+def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v)) of attn_norm(h) (llama.cpp build_attn, one
     token, cache appended first). `w` holds attn_norm, attn_output, attn_q_norm, attn_k_norm and "attn_in", the
-    q | k | v products (load_projections) into acts["attn_in"]. h_sq: the sums of squares of h its last writer
-    left (RowSquares; None: the norm takes its own pass). Returns the output product's, for the next norm."""
+    q | k | v products (load_projections) into acts["attn_in"]."""
     hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
     qkv = acts["attn_in"]  # q | k | v
     k_base = nh * hd
-    record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer, norm=(w["attn_norm"], cfg.rms_eps, h_sq),
+    record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer, norm=(w["attn_norm"], cfg.rms_eps),
                     xn_out=acts["xn"])
     kern.attention_appending(dl, qkv, w.get("attn_q_norm"), w.get("attn_k_norm"), cache.k[layer], cache.v[layer],
                              acts["attn"], nh, nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, hd, k_base,
                              k_base + nkv * hd, hd ** -0.5, label=f"kqv_out-{layer}")
-    return kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}",
-                       sq_out=acts["h_sq"])
+    kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 
 
-def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared: bool = False,
-                      h_sq=None):
+def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared: bool = False):
     """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
     the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
     expert kernels read the picked ids and map them to pool slots through `slot_map`. Gate, up and the SwiGLU are
@@ -134,10 +130,7 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     Over resident pools the down products and the sums are one dispatch (moe_down_combine); where the loader stacked
     the shared expert into the pools as slot n_expert (w["ffn_*_pool"]) and its gate vector under the router
     (w["ffn_router"]), it runs in the same dispatches as one more expert. Otherwise the routed down, then the sums
-    (shexp_down_combine after the shared expert's gate/up, else moe_combine).
-    h_sq: the sums of squares of h its last writer left, for the router's fused norm (None: its own pass). Returns
-    the sums of squares of the h this block writes (RowSquares; where its last kernel cannot leave them, one small
-    dispatch takes them, grouped as moe_down_combine groups them, so both paths give the next norm the same bits)."""
+    (shexp_down_combine after the shared expert's gate/up, else moe_combine)."""
     n, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
     pooled = shared and "ffn_gate_pool" in w
     if pooled:
@@ -150,7 +143,7 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
     # quantising xn again
     x_q8 = resident and gate.fmt == up.fmt == "q8" and kern.takes_q8_input(gate) and n % 32 == 0
     kern.matvec(dl, router, acts["h"], acts["route" if resident else "router"],
-                label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps, h_sq), xn_out=acts["xn"],
+                label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"],
                 xq_out=acts["xq"] if x_q8 else None)
     shared_slot = cfg.n_expert if pooled else None
     if resident:
@@ -165,22 +158,20 @@ def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: i
                     label=f"ffn_moe_gate_up-{layer}")
     if resident and (pooled or not shared) and can_down_combine(down, k, pooled):
         ids_base, w_base, _ = route_layout(cfg.n_expert, k)
-        return moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map,
-                                map_base, acts["h"], (shared_slot, cfg.n_expert) if pooled else None,
-                                label=f"ffn_moe_out-{layer}", sq_out=acts["h_sq"])
+        moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map, map_base,
+                         acts["h"], (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
+        return
     if pooled:
         raise ValueError(f"layer {layer}: the pools hold the shared expert but its block cannot be fused")
     kern.moe_matvec(dl, down, n, k, acts["act"], acts["down"], ids, slot_map,
                     map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
     if not shared:
         kern.moe_combine(dl, weights, acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
-    else:
-        ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
-                    label=f"ffn_shexp_gate_up-{layer}")
-        shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], weights, acts["down"], acts["xn"],
-                           w["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
-    per_part = down_combine_groups(kern, n, ffn, k + shared)
-    return kern.row_squares(dl, acts["h"], n, per_part, acts["h_sq"], label=f"ffn_moe_out_sq-{layer}")
+        return
+    ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
+                label=f"ffn_shexp_gate_up-{layer}")
+    shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], weights, acts["down"], acts["xn"],
+                       w["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
 
 
 def moe_act_values(cfg, shared_ffn: int = 0) -> int:
@@ -190,10 +181,8 @@ def moe_act_values(cfg, shared_ffn: int = 0) -> int:
 
 
 def output_buffers(cfg) -> list:
-    """(name, f32 values) of the work buffers record_output uses beyond h and xn, and h_sq: the sums of squares of h
-    its last writer leaves for the next norm (at most one per value of h, padded to whole vec4s)."""
-    return [("xq", q8_input_words(cfg.n_embd)), ("logits", cfg.n_vocab), ("argmax", 2),
-            ("h_sq", -(-cfg.n_embd // 4) * 4)]
+    """(name, f32 values) of the work buffers record_output uses beyond h and xn."""
+    return [("xq", q8_input_words(cfg.n_embd)), ("logits", cfg.n_vocab), ("argmax", 2)]
 
 
 def record_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):

@@ -251,41 +251,37 @@ class Qwen35Moe:
         """One token from step.token to logits (and their argmax)."""
         c = self.cfg
         kern.embed(dl, self.token_embd, acts["h"], label="inp_embd")
-        h_sq = None  # the sums of squares of h its last writer left: each norm after the first takes its scale there
         for i, w in enumerate(self.layers):
             if c.recurrent[i]:
-                h_sq = self._record_delta_net(kern, dl, acts, w, i, h_sq)
+                self._record_delta_net(kern, dl, acts, w, i)
             else:
-                h_sq = self._record_gated_attention(kern, dl, acts, w, i, cache, h_sq)
-            h_sq = record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, shared=True, h_sq=h_sq)
+                self._record_gated_attention(kern, dl, acts, w, i, cache)
+            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, shared=True)
         record_output(kern, dl, acts, self.output_norm, self.output, c)
 
-    def _record_gated_attention(self, kern, dl, acts, w, i, cache, h_sq):
+    def _record_gated_attention(self, kern, dl, acts, w, i, cache):
         """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)) of attn_norm(h) (fused into
         the first input product). Three dispatches after the products: the attention, which norms and rotates q
         and k and appends K/V itself (attention_appending), its combine, the output product with the gate fused
-        into its staging. h_sq: the sums of squares of h for the norm (None: its own pass); returns the output
-        product's."""
+        into its staging."""
         c = self.cfg
         hd, nh, nkv, kv = c.head_dim, c.n_head, c.n_head_kv, self.kv_index[i]
         qkv = acts["attn_in"]  # qg | k | v: the queries and the output gate are read from qg's heads
         k_base = 2 * nh * hd
-        record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps, h_sq),
+        record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
                         xn_out=acts["xn"])
         kern.attention_appending(dl, qkv, w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], acts["attn"],
                                  nh, nkv, hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
                                  hd ** -0.5, label=f"attn_pregate-{i}")
-        return gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"],
-                                    label=f"attn_output-{i}", sq_out=acts["h_sq"])
+        gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"], label=f"attn_output-{i}")
 
-    def _record_delta_net(self, kern, dl, acts, w, i, h_sq):
+    def _record_delta_net(self, kern, dl, acts, w, i):
         """h += ssm_out(RMSNorm(delta_rule(l2norm(q), l2norm(k), v)) · ssm_norm · silu(z)) with q|k|v =
-        silu(conv(attn_qkv · x)), z = attn_gate · x; beta and the decay from ssm_beta / ssm_alpha · x. h_sq: as
-        _record_gated_attention's."""
+        silu(conv(attn_qkv · x)), z = attn_gate · x; beta and the decay from ssm_beta / ssm_alpha · x."""
         c = self.cfg
         nv = c.ssm_dt_rank
         dn = acts["dn_in"]  # beta | alpha | qkv | z
-        record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps, h_sq),
+        record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
                         xn_out=acts["xn"])
         z_base = 2 * nv + c.conv_channels
         # the gated norm's per-value factors and sums in the recurrence where the output product can finish it
@@ -295,8 +291,8 @@ class Qwen35Moe:
                            c.rms_eps, c.ssm_conv_kernel, 2 * nv, label=f"attn_output-{i}",
                            norm_w=w["ssm_norm"], z_base=z_base, sq_parts=acts["delta_sq"] if pre else None)
         if pre:
-            return pregated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], acts["delta_sq"], c.head_v_dim,
-                                         c.rms_eps, acts["h"], label=f"linear_attn_out-{i}", sq_out=acts["h_sq"])
-        return gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"],
-                                  nv, c.head_v_dim, c.rms_eps, acts["h"], z_base=z_base, label=f"linear_attn_out-{i}",
-                                  sq_out=acts["h_sq"])
+            pregated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], acts["delta_sq"], c.head_v_dim,
+                                  c.rms_eps, acts["h"], label=f"linear_attn_out-{i}")
+        else:
+            gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"],
+                               nv, c.head_v_dim, c.rms_eps, acts["h"], z_base=z_base, label=f"linear_attn_out-{i}")

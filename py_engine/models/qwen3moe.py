@@ -105,8 +105,7 @@ class Qwen3Moe:
         """One token from step.token to logits (and their argmax)."""
         c = self.cfg
         kern.embed(dl, self.token_embd, acts["h"], label="inp_embd")
-        h_sq = None  # the sums of squares of h its last writer left: each norm after the first takes its scale there
         for i, w in enumerate(self.layers):
-            h_sq = record_attention(kern, dl, acts, w, i, cache, c, h_sq)
-            h_sq = record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c, h_sq=h_sq)
+            record_attention(kern, dl, acts, w, i, cache, c)
+            record_routed_moe(kern, dl, acts, w, i, slot_map, i * c.n_expert, c)
         record_output(kern, dl, acts, self.output_norm, self.output, c)

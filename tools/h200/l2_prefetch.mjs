@@ -110,7 +110,7 @@ for (const [label, rows, cols, norm] of shapes) {
   const normW = mkbuf(Float32Array.from({ length: cols }, () => r() * 2 - 1));
   const xn = device.createBuffer({ size: 4 * cols, usage: S });
   const code = assemble('matvec.wgsl', { WFMT: 'q8', XFMT: 'q8', LANES: lanes, ROWS: per, ACCUMULATE: 'false',
-    NORM: norm, ARGMAX: 'none', SQ: 'none', XN: 'f32', STAGED_BLOCKS: nb, WG: 64 });
+    NORM: norm, ARGMAX: 'none', XN: 'f32', STAGED_BLOCKS: nb, WG: 64 });
   const product = pipeline(code);
   const used = norm === 'rms' ? [0, 1, 2, 3, 4, 5, 6] : [0, 1, 2, 3, 4];
   const productBgs = weights.map(([c, s]) => {

@@ -106,7 +106,7 @@ for (const [label, rows, cols, norm] of shapes) {
   const bufs = [null, mkbuf(floats(cols)), y, null, null, mkbuf(floats(cols)),
     device.createBuffer({ size: 4 * cols, usage: S }), mkbuf(xq)];
   const src = (xfmt, nrm) => assemble('matvec.wgsl', { WFMT: 'q8', XFMT: xfmt, LANES: lanes, ROWS: per,
-    ACCUMULATE: 'false', NORM: nrm, ARGMAX: 'none', SQ: 'none', XN: 'f32', STAGED_BLOCKS: nb, WG: 64 });
+    ACCUMULATE: 'false', NORM: nrm, ARGMAX: 'none', XN: 'f32', STAGED_BLOCKS: nb, WG: 64 });
   const engine = src('q8', norm);
   const xIn = norm === 'rms' ? [1, 5, 6] : [1];
   const forms = [   // name, code, bindings used, weight copies read (0: none), compared with the engine's outputs

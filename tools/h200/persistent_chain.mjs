@@ -42,7 +42,7 @@ const wCodes = mkbuf(codes), wScales = mkbuf(scales);
 const x0 = Float32Array.from({ length: 4 * XV }, () => r() * 2 - 1);
 
 const common = { WFMT: 'q8', XFMT: 'q8', LANES, ROWS: PER, STAGED_BLOCKS: NB, WG: 64, ACCUMULATE: 'false', NORM: 'none',
-  ARGMAX: 'none', SQ: 'none', XN: 'f32' };
+  ARGMAX: 'none', XN: 'f32' };
 // a shader text with the engine's includes inserted (gpu_timing.assemble does it for a file of shaders/)
 const withIncludes = (text) => {
   const seen = new Set();

@@ -84,7 +84,7 @@ const OLD_STAGING = 256;   // the blocks every pipeline staged before its stagin
     mkbuf(out.init, S | CD | CS), mkbuf(bytes(blocks * 32)), mkbuf(scales(blocks)), mkbuf(route),
     mkbuf(Uint32Array.from({ length: nExp }, (_, i) => i % (slots - 1)))];
   const src = (staged) => assemble('moe_down_combine.wgsl', { WFMT: 'q8', XFMT: 'q8', LANES: lanes, ROWS: 1,
-    SHARED: 'true', N_E: k + 1, STAGED_BLOCKS: staged, WG: 64, SQ: 'none' });
+    SHARED: 'true', N_E: k + 1, STAGED_BLOCKS: staged, WG: 64 });
   const gx = Math.ceil(rows / (64 / lanes)), used = [0, 1, 2, 3, 4, 5, 6], family = 'down products + sums';
   kernels.push({ family, name: `${family} (engine)`, code: src((k + 1) * nb), bufs, used, gx, gy: 1, out });
   kernels.push({ family, name: `${family}, staging for ${OLD_STAGING} blocks`, code: src(OLD_STAGING), bufs, used, gx,
@@ -102,7 +102,7 @@ for (const [label, rows, cols, norm] of tiny ? [['norm fused', 512, 256, 'rms'],
     device.createBuffer({ size: out.size, usage: S | CS }), mkbuf(bytes(blocks * 32)), mkbuf(scales(blocks)),
     mkbuf(floats(cols)), device.createBuffer({ size: 4 * cols, usage: S })];
   const src = (rowsPer, staged) => assemble('matvec.wgsl', { WFMT: 'q8', XFMT: 'q8', LANES: lanes, ROWS: rowsPer,
-    ACCUMULATE: 'false', NORM: norm, ARGMAX: 'none', SQ: 'none', XN: 'f32', STAGED_BLOCKS: staged, WG: 64 });
+    ACCUMULATE: 'false', NORM: norm, ARGMAX: 'none', XN: 'f32', STAGED_BLOCKS: staged, WG: 64 });
   const used = norm === 'rms' ? [0, 1, 2, 3, 4, 5, 6] : [0, 1, 2, 3, 4], family = `matvec ${label}`;
   kernels.push({ family, name: `${family} (engine: ${per} rows per lane group)`, code: src(per, nb), bufs, used,
     gx: groups, gy: 1, out });
@@ -135,7 +135,7 @@ for (const [label, rows, cols, norm] of tiny ? [['norm fused', 512, 256, 'rms'],
     device.createBuffer({ size: out.size, usage: S | CS }), mkbuf(words(blocks * 8)), mkbuf(scales(blocks)), null,
     null, mkbuf(xq), device.createBuffer({ size: 8 * groups, usage: S })];
   const code = assemble('matvec.wgsl', { WFMT: 'q8', XFMT: 'q8pre', LANES: lanes, ROWS: per, ACCUMULATE: 'false',
-    NORM: 'none', ARGMAX: 'parts', SQ: 'none', XN: 'f32', STAGED_BLOCKS: nb, WG: 64 });
+    NORM: 'none', ARGMAX: 'parts', XN: 'f32', STAGED_BLOCKS: nb, WG: 64 });
   const used = [0, 2, 3, 4, 7, 8], family = 'output head';
   kernels.push({ family, name: `${family} (engine: ${per} rows per lane group)`, code, bufs, used, gx: groups, gy: 1,
     out });
