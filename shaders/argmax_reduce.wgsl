@@ -1,6 +1,6 @@
 // Workgroup tree reduction of WG (value, index) candidates to val[0] / idx[0]: the larger value, ties to the lower
 // index; index NONE marks an empty candidate. Needs `val`, `idx` (array<_, WG> in workgroup memory), NONE and WG (a
-// power of two, 4 or more).
+// power of 4: two levels per barrier).
 
 // Whether candidate (b, ib) beats (a, ia).
 fn argmax_beats(a: f32, ia: u32, b: f32, ib: u32) -> bool {

@@ -507,6 +507,10 @@ def test_argmax_lanes_by_adapter():
     assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 1024}) == 1024
     assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 1024}) == 256
     assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 512}) == 256
+    assert argmax_workgroup({}, 64) == 64
+    for bad in (2, 8, 128, 512, 96):  # its tree takes two levels a step: these would leave candidates unreduced
+        with pytest.raises(ValueError, match="power of 4"):
+            argmax_workgroup({}, bad)
 
 
 # --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------

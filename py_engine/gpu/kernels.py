@@ -142,8 +142,7 @@ class Kernels:
                  matvec_min_groups: "int | None" = None, advance_step: bool = False,
                  argmax_lanes: "int | None" = None):
         self.gpu = gpu
-        # argmax_final's workgroup (a power of two >= 4); None: by the adapter's limits
-        self.argmax_lanes = argmax_lanes or argmax_workgroup(gpu.limits)
+        self.argmax_lanes = argmax_workgroup(gpu.limits, argmax_lanes)  # argmax_final's; None: by the adapter
         # the output head's argmax also writes the next greedy step's parameters into step_buffer (which then needs
         # STORAGE usage) when the step asks for it (argmax_step_next.wgsl)
         self.advance_step = advance_step

@@ -39,8 +39,13 @@ ARGMAX_WG = 1024
 ARGMAX_MIN_WG = 256  # every WebGPU device offers 256 invocations per workgroup
 
 
-def argmax_workgroup(limits: dict) -> int:
-    """argmax_final's lanes: ARGMAX_WG where the adapter's limits allow a workgroup that wide, else ARGMAX_MIN_WG."""
+def argmax_workgroup(limits: dict, requested: "int | None" = None) -> int:
+    """argmax_final's lanes: `requested` where given (a power of 4: argmax_reduce.wgsl's tree takes two levels a
+    step), else ARGMAX_WG where the adapter's limits allow a workgroup that wide, else ARGMAX_MIN_WG."""
+    if requested is not None:
+        if requested < 4 or requested & (requested - 1) or requested.bit_length() % 2 == 0:
+            raise ValueError(f"argmax_final in {requested} lanes: needs a power of 4 (4, 16, 64, 256, 1024)")
+        return requested
     cap = min(int(limits.get("maxComputeInvocationsPerWorkgroup", ARGMAX_MIN_WG)),
               int(limits.get("maxComputeWorkgroupSizeX", ARGMAX_MIN_WG)))
     return ARGMAX_WG if cap >= ARGMAX_WG else ARGMAX_MIN_WG
