@@ -501,18 +501,6 @@ def test_argmax_of_a_lone_last_row(kernel_run):
     assert int(c.out("argmax_tail", "amx_tail", np.uint32)[0]) == 8192
 
 
-def test_argmax_lanes_by_adapter():
-    from py_engine.gpu.workgroups import argmax_workgroup
-
-    assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 1024}) == 1024
-    assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 1024}) == 256
-    assert argmax_workgroup({"maxComputeInvocationsPerWorkgroup": 1024, "maxComputeWorkgroupSizeX": 512}) == 256
-    assert argmax_workgroup({}, 64) == 64
-    for bad in (2, 8, 128, 512, 96):  # its tree takes two levels a step: these would leave candidates unreduced
-        with pytest.raises(ValueError, match="power of 4"):
-            argmax_workgroup({}, bad)
-
-
 # --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
 # Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product; Q8_0
 # cases with Q8_0 activations a third ("<name>_3"): rmsnorm writing xn and its quantised copy, then the product
