@@ -1,0 +1,57 @@
+"""The shader loader (CPython, no GPU): includes, constants, and every repo shader assembled."""
+import pytest
+
+def test_shader_loader_includes_and_constants(tmp_path):
+    from py_engine.gpu.shader_loader import ShaderError, ShaderLoader
+
+    (tmp_path / "a.wgsl").write_text('#include "b_{{V}}.wgsl"\n#include "b_{{V}}.wgsl"\nconst N = {{N}}u;\n')
+    (tmp_path / "b_x.wgsl").write_text("fn b() {}\n")
+    (tmp_path / "loop.wgsl").write_text('#include "loop2.wgsl"\n')
+    (tmp_path / "loop2.wgsl").write_text('#include "loop.wgsl"\n')
+    src = ShaderLoader(tmp_path).source("a.wgsl", {"V": "x", "N": 64})
+    assert src.count("fn b() {}") == 1 and "const N = 64u;" in src
+    with pytest.raises(ShaderError, match="no value given for"):
+        ShaderLoader(tmp_path).source("a.wgsl", {"V": "x"})
+    with pytest.raises(ShaderError, match="not found"):
+        ShaderLoader(tmp_path).source("a.wgsl", {"V": "y", "N": 1})
+    assert ShaderLoader(tmp_path).source("loop.wgsl").count("#include") == 0  # include-once ends cycles
+
+
+@pytest.mark.parametrize("name,consts", [
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "f32", "LANES": 4, "ROWS": 1, "ACCUMULATE": "true", "NORM": "none", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "rms", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "false", "NORM": "rms", "ARGMAX": "none", "XN": "q8", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 16, "ROWS": 1, "ACCUMULATE": "true", "NORM": "gated", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 256}),
+    ("matvec.wgsl", {"WFMT": "f32", "XFMT": "f32s", "LANES": 8, "ROWS": 1, "ACCUMULATE": "true", "NORM": "sgate", "ARGMAX": "parts", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("matvec.wgsl", {"WFMT": "q8", "XFMT": "q8pre", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "NORM": "none", "ARGMAX": "none", "XN": "f32", "STAGED_BLOCKS": 64, "WG": 64}),
+    ("moe_gate_up.wgsl", {"WFMT": "q8", "UFMT": "q8", "XFMT": "q8load", "LANES": 8, "ROUTED": "true", "ROWS": 2,
+                          "ROUTE": "topk", "STAGED_BLOCKS": 64}),
+    ("rmsnorm_q8.wgsl", {}),
+    ("argmax_final.wgsl", {"STEP": "none", "WG": 256}),
+    ("argmax_final.wgsl", {"STEP": "next", "WG": 1024}),
+    ("qk_rope_append.wgsl", {"KV": "f16"}),
+    ("moe_matvec.wgsl", {"WFMT": "f32", "XFMT": "f32", "LANES": 1, "ROWS": 1, "STAGED_BLOCKS": 16}),
+    ("moe_matvec.wgsl", {"WFMT": "q8", "XFMT": "q8", "LANES": 4, "ROWS": 4, "STAGED_BLOCKS": 16}),
+    ("attention.wgsl", {"KV": "f16", "QIN": "ready"}),
+    ("attention.wgsl", {"KV": "f32", "QIN": "rope"}),
+    ("kv_append_rows.wgsl", {"KV": "f32"}),
+    ("embed.wgsl", {"WFMT": "q8"}),
+])
+def test_repo_shaders_assemble(name, consts):
+    from py_engine.gpu.shader_loader import ShaderLoader
+
+    src = ShaderLoader().source(name, consts)
+    assert "#include" not in src and "{{" not in src and "fn main(" in src
+
+
+def test_staging_sized_to_the_pipeline():
+    """The workgroup staging of a product's input holds the blocks its pipeline stages, not the widest product's:
+    workgroup memory bounds how many workgroups a GPU keeps resident (tools/h200/wave_sweep.mjs)."""
+    from py_engine.gpu.shader_loader import ShaderLoader
+
+    consts = {"WFMT": "q8", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "ARGMAX": "none", "XN": "f32", "WG": 64}
+    q8 = ShaderLoader().source("matvec.wgsl", {**consts, "XFMT": "q8", "NORM": "rms", "STAGED_BLOCKS": 64})
+    assert "const XQ_BLOCKS: u32 = 64u;" in q8 and "array<vec4<u32>, 2u * XQ_BLOCKS>" in q8
+    gated = ShaderLoader().source("matvec.wgsl", {**consts, "XFMT": "f32s", "NORM": "gated", "STAGED_BLOCKS": 16})
+    assert "const XS_VECS: u32 = 8u * 16u;" in gated and "block_sq: array<f32, 16>" in gated
