@@ -133,7 +133,23 @@ def derive(raw: dict) -> dict:
         out["overhead_us_per_dispatch"] = (out["decode_ms_per_token"] - busy_ms) * 1e3 / raw["dispatches_per_token"]
         # the kernels alone against the bound: how far the GPU work itself is from a plain streaming read
         out["bound_over_gpu_busy"] = out["bound_ms_per_token"] / busy_ms if busy_ms else None
+    costs = raw.get("kernel_costs") or {}
+    if costs.get("available"):
+        out.update(dispatch_floor(costs, out["bound_ms_per_token"] * 1e3, raw["dispatches_per_token"]))
     return out
+
+
+def dispatch_floor(costs: dict, bound_us: float, dispatches: int) -> dict:
+    """What the token's dispatch list leaves of the bound, from the in-pass costs (µs a token in the token's own
+    pass): with every kernel at its bytes' time and its launch and barrier as measured (launches + barriers alone),
+    measured/bound could reach at most `ceiling_over_bound`; `beyond_bytes_us_per_dispatch` is what the kernels
+    take past their bytes' time and their launches, per dispatch; `half_bound_leaves_us_per_dispatch` what a token
+    in twice the bound (0.50 of it) would leave them, gaps between tokens aside."""
+    floor = costs["floor_us"]
+    return {"launch_floor_us": floor,
+            "ceiling_over_bound": bound_us / (bound_us + floor),
+            "beyond_bytes_us_per_dispatch": (costs["full_us"] - floor - bound_us) / dispatches,
+            "half_bound_leaves_us_per_dispatch": (bound_us - floor) / dispatches}
 
 
 def _label(fraction: float) -> str:
@@ -331,7 +347,7 @@ def table(raw: dict, d: dict) -> str:
             lines.append(f"  the same list encoded, never submitted {rate['encode_only_us_per_token']:,.1f} us/token "
                          "(the WebGPU calls and their validation alone)")
     lines += _step_passes(raw.get("step_passes") or {})
-    lines += _kernel_costs(raw.get("kernel_costs") or {})
+    lines += _kernel_costs(raw.get("kernel_costs") or {}, d)
     pp = raw.get("prefill_profile") or {}
     if pp.get("available"):
         lines += ["",
@@ -355,7 +371,7 @@ def _step_passes(sp: dict) -> list:
             f"{1e3 * sp['step_ms_median']:,.1f} on the wall clock)"]
 
 
-def _kernel_costs(costs: dict) -> list:
+def _kernel_costs(costs: dict, d: dict) -> list:
     """The in-pass kernel costs (py_engine/bench/kernel_costs.py): the GPU's time for the token's list in its own
     pass, what it loses per kernel kind swapped for empty dispatches of its grid, and the floor of launches and
     barriers alone."""
@@ -374,6 +390,11 @@ def _kernel_costs(costs: dict) -> list:
         lines.append(f"  {k['kind']:38}{k['dispatches']:>11}{k['us']:>11.1f}{100 * share:>7.1f}%")
     if costs.get("kept"):
         lines.append(f"  (kept: {', '.join(costs['kept'])}; shares of the list's time above the floor)")
+    if "ceiling_over_bound" in d:
+        lines += [f"  against the bound: with launches + barriers as measured and every kernel at its bytes' time, "
+                  f"measured/bound could reach {d['ceiling_over_bound']:.3f}",
+                  f"  the kernels take {d['beyond_bytes_us_per_dispatch']:,.1f} us per dispatch beyond their bytes' "
+                  f"time and their launch; 0.50 of the bound leaves {d['half_bound_leaves_us_per_dispatch']:,.1f}"]
     return lines
 
 

@@ -53,6 +53,23 @@ def test_derive_divides_bytes_by_the_measured_bandwidth():
     assert d["syncs_per_token"] == {"prefill": 0.25, "decode": 1.0}
     assert d["overhead_us_per_dispatch"] == pytest.approx((20.0 - 10.0) * 1e3 / 20)
     assert d["budgets"] == {}  # no streaming case in this raw
+    assert "ceiling_over_bound" not in d  # no in-pass costs in this raw
+
+
+def test_dispatch_floor_splits_the_pass_into_bytes_launches_and_the_rest():
+    # a 10,000 us bound; the list 30,000 us in its own pass, of which 5,000 launches + barriers alone; 20 dispatches
+    raw = {"prefill": {"tokens": 4, "tok_s": 100.0, "syncs": 1, "ffi_calls": 8, "flops_per_token": 2e9},
+           "decode": {"tokens": 2, "tok_s": 50.0, "ms": 40.0, "syncs": 2, "ffi_calls": 10},
+           "per_token": {"total": 10 ** 9}, "stream": {"GBps": 100.0}, "dispatches_per_token": 20,
+           "kernel_costs": {"available": True, "full_us": 30000.0, "floor_us": 5000.0}}
+    d = bench.derive(raw)
+    assert d["launch_floor_us"] == 5000.0
+    assert d["ceiling_over_bound"] == pytest.approx(10000 / 15000)
+    assert d["beyond_bytes_us_per_dispatch"] == pytest.approx((30000 - 5000 - 10000) / 20)
+    assert d["half_bound_leaves_us_per_dispatch"] == pytest.approx((10000 - 5000) / 20)
+    lines = "\n".join(bench._kernel_costs({**raw["kernel_costs"], "clock": "timestamps", "encode_us": 1.0,
+                                           "rounds": 3, "replays": 20, "kinds": []}, d))
+    assert "could reach 0.667" in lines and "750.0 us per dispatch" in lines and "leaves 250.0" in lines
 
 
 def test_streaming_bound_is_throughput_over_bytes_read():
@@ -243,6 +260,9 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert costs["clock"] == ("timestamps" if raw["device"]["timestamp_query"] else "wall")
     assert 0 < costs["floor_us"] < costs["full_us"] and costs["encode_us"] > 0
     assert "in-pass cost per kernel kind" in printed
+    # what the launches leave of the bound: below 1 wherever they take any time
+    assert 0 < d["ceiling_over_bound"] < 1 and d["launch_floor_us"] == costs["floor_us"]
+    assert "measured/bound could reach" in printed
 
     # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store
     (case,) = raw["streaming"]
