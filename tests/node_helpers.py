@@ -42,6 +42,21 @@ async def kernel_device(args):
     gpu = await open_gpu()
     track_errors(gpu)
     return d, json.loads((d / "spec.json").read_text()), gpu, Pipelines(gpu)
+
+def case_matrix(gpu, d, name, fmt, rows, cols, band_rows=None):
+    """A GpuMatrix from the case folder's in_<name> files (Q8_0: _codes and _scales), in bands of band_rows rows."""
+    band_rows = band_rows or rows
+    bands = []
+    for r0 in range(0, rows, band_rows):
+        n = min(band_rows, rows - r0)
+        if fmt == "q8":
+            codes = (d / f"in_{name}_codes.bin").read_bytes()[r0 * cols:(r0 + n) * cols]
+            scales = (d / f"in_{name}_scales.bin").read_bytes()[r0 * cols // 16:(r0 + n) * cols // 16]
+            bands.append((r0, n, {3: upload(gpu, codes), 4: upload(gpu, scales)}))
+        else:
+            vals = (d / f"in_{name}.bin").read_bytes()[r0 * cols * 4:(r0 + n) * cols * 4]
+            bands.append((r0, n, {3: upload(gpu, vals)}))
+    return GpuMatrix(name, fmt, rows, cols, bands)
 '''
 
 

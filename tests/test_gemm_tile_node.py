@@ -38,18 +38,8 @@ async def main(args):
     def inp(name):
         return upload(gpu, (d / f"in_{name}.bin").read_bytes(), name)
 
-    def matrix(name, fmt, rows, cols, band_rows):
-        bands = []
-        for r0 in range(0, rows, band_rows):
-            n = min(band_rows, rows - r0)
-            if fmt == "q8":
-                codes = (d / f"in_{name}_codes.bin").read_bytes()[r0 * cols:(r0 + n) * cols]
-                scales = (d / f"in_{name}_scales.bin").read_bytes()[r0 * cols // 16:(r0 + n) * cols // 16]
-                bands.append((r0, n, {3: upload(gpu, codes), 4: upload(gpu, scales)}))
-            else:
-                vals = (d / f"in_{name}.bin").read_bytes()[r0 * cols * 4:(r0 + n) * cols * 4]
-                bands.append((r0, n, {3: upload(gpu, vals)}))
-        return GpuMatrix(name, fmt, rows, cols, bands)
+    def matrix(name, fmt, rows, cols, band_rows=None):
+        return case_matrix(gpu, d, name, fmt, rows, cols, band_rows)
 
     for a in spec:
         chunk = create_buffer(gpu, 16, UNIFORM | COPY_DST, "chunk")
