@@ -4,7 +4,7 @@ import numpy as np
 
 from node_helpers import KERNEL_HARNESS
 
-# Runs inside Pyodide: reads inputs/<name>.bin, runs each case, writes outputs/<name>.bin.
+# Runs inside Pyodide: reads in_<name>.bin, runs each case, writes out_<case>_<name>.bin.
 CASES_NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.kernels import q8_input_words
 
