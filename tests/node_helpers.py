@@ -46,16 +46,18 @@ async def kernel_device(args):
 def case_matrix(gpu, d, name, fmt, rows, cols, band_rows=None):
     """A GpuMatrix from the case folder's in_<name> files (Q8_0: _codes and _scales), in bands of band_rows rows."""
     band_rows = band_rows or rows
+    if fmt == "q8":
+        codes, scales = (d / f"in_{name}_codes.bin").read_bytes(), (d / f"in_{name}_scales.bin").read_bytes()
+    else:
+        vals = (d / f"in_{name}.bin").read_bytes()
     bands = []
     for r0 in range(0, rows, band_rows):
         n = min(band_rows, rows - r0)
         if fmt == "q8":
-            codes = (d / f"in_{name}_codes.bin").read_bytes()[r0 * cols:(r0 + n) * cols]
-            scales = (d / f"in_{name}_scales.bin").read_bytes()[r0 * cols // 16:(r0 + n) * cols // 16]
-            bands.append((r0, n, {3: upload(gpu, codes), 4: upload(gpu, scales)}))
+            bands.append((r0, n, {3: upload(gpu, codes[r0 * cols:(r0 + n) * cols]),
+                                  4: upload(gpu, scales[r0 * cols // 16:(r0 + n) * cols // 16])}))
         else:
-            vals = (d / f"in_{name}.bin").read_bytes()[r0 * cols * 4:(r0 + n) * cols * 4]
-            bands.append((r0, n, {3: upload(gpu, vals)}))
+            bands.append((r0, n, {3: upload(gpu, vals[r0 * cols * 4:(r0 + n) * cols * 4])}))
     return GpuMatrix(name, fmt, rows, cols, bands)
 '''
 
