@@ -96,7 +96,8 @@ async def main(args):
             data = await rb.read(b, 0, int(b.size))
             (d / f"out_{a['name']}_{name}.bin").write_bytes(data)
         check_errors(gpu, a["name"])
-    return {"adapter": gpu.info, "subgroups": gpu.has_subgroups, "results": results}
+    return {"adapter": gpu.info, "subgroups": gpu.has_subgroups, "results": results,
+            "adapter_features": sorted(str(f) for f in gpu.adapter.features), "device_features": sorted(gpu.features)}
 '''
 
 
