@@ -100,13 +100,15 @@ copyTree(FS, shadersDir, '/engine/py_engine/shaders', (n) => n.endsWith('.wgsl')
 for (const p of opts.packages) {
   const src = path.resolve(engineRoot, p);
   const rel = path.relative(engineRoot, src);
-  if (!rel || rel.startsWith('..') || path.isAbsolute(rel)) fail(2, `--package ${p}: not a folder inside ${engineRoot}`);
-  if (!fs.existsSync(src) || !fs.statSync(src).isDirectory()) fail(2, `--package ${p}: no such folder in ${engineRoot}`);
+  if (!rel || rel.startsWith('..') || path.isAbsolute(rel) || !fs.existsSync(src) || !fs.statSync(src).isDirectory()) {
+    fail(2, `--package ${p}: no such folder inside ${engineRoot}`);
+  }
   const parts = rel.split(path.sep);
   for (let i = 1; i < parts.length; i++) {  // the enclosing packages, so the dotted name imports
-    const init = path.join(engineRoot, ...parts.slice(0, i), '__init__.py');
-    FS.mkdirTree(`/engine/${parts.slice(0, i).join('/')}`);
-    if (fs.existsSync(init)) FS.writeFile(`/engine/${parts.slice(0, i).join('/')}/__init__.py`, fs.readFileSync(init));
+    const dir = parts.slice(0, i);
+    const init = path.join(engineRoot, ...dir, '__init__.py');
+    FS.mkdirTree(`/engine/${dir.join('/')}`);
+    if (fs.existsSync(init)) FS.writeFile(`/engine/${dir.join('/')}/__init__.py`, fs.readFileSync(init));
   }
   copyTree(FS, src, `/engine/${parts.join('/')}`, (n) => n.endsWith('.py') || n.endsWith('.wgsl'));
 }

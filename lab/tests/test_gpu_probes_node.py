@@ -1,16 +1,16 @@
-"""The kernel benchmarks of lab/gpu_probes (run on the lent GPU for the figures in docs/benchmarks.md) in their --tiny form
-on this machine's adapter, so they cannot rot: each must run the engine's current shaders and its variants must
-agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the
-engine's layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up
-product with its top-k, whose bits the other forms must give; dispatch_chain.mjs: every dispatch of its chain
-counted; wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs;
-step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's two forms giving the same
-bits and the recurrence's two column counts agreeing; matvec_anatomy.mjs: a decode product with its parts taken away
-in turn, its weights cold or warm giving the engine's bits; grid_barrier.mjs: a barrier across a persistent dispatch's
-workgroups, every arrival and read counted; persistent_chain.mjs: a chain of products as one persistent dispatch,
-giving the dispatches' bits; loads_across_barriers.mjs: loads and a staging in both orders, each form's result
-checked; l2_prefetch.mjs: a product after a dispatch whose extra workgroups read its weights, every word read and
-the same bits; call_costs.mjs: the host's cost of each call mix, and of one bind group per layer).
+"""The kernel benchmarks of lab/gpu_probes (run on the lent GPU for the figures in docs/benchmarks.md) in their --tiny
+form on this machine's adapter, so they cannot rot: each must run the engine's current shaders and its variants must
+agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the engine's
+layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up product with
+its top-k, whose bits the other forms must give; dispatch_chain.mjs: every dispatch of its chain counted;
+wave_sweep.mjs: the decode's kernels over growing launches, every variant with the engine form's outputs;
+step_kernels.mjs: attention and the DeltaNet recurrence alone, the attention's two forms giving the same bits and the
+recurrence's two column counts agreeing; matvec_anatomy.mjs: a decode product with its parts taken away in turn, its
+weights cold or warm giving the engine's bits; grid_barrier.mjs: a barrier across a persistent dispatch's workgroups,
+every arrival and read counted; persistent_chain.mjs: a chain of products as one persistent dispatch, giving the
+dispatches' bits; loads_across_barriers.mjs: loads and a staging in both orders, each form's result checked;
+l2_prefetch.mjs: a product after a dispatch whose extra workgroups read its weights, every word read and the same
+bits; call_costs.mjs: the host's cost of each call mix, and of one bind group per layer).
 """
 import json
 import shutil

@@ -1,4 +1,5 @@
-"""lab/gpu_probes/make_tiny_parallel.py writes make_tiny.py's file byte for byte (the GPU machine's set-up relies on it)."""
+"""lab/gpu_probes/make_tiny_parallel.py writes make_tiny.py's file byte for byte (the GPU machine's set-up relies
+on it)."""
 import subprocess
 import sys
 
