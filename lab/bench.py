@@ -1,9 +1,9 @@
 """`diskformer bench MODEL.gguf`: the engine's speed as shipped (Pyodide + Dawn in Node), against its bandwidth bound.
 
-One Node process measures, in this order: the streaming-read bandwidth of the device (shaders/bench_stream_read.wgsl,
-the fastest any kernel can read weights there), the model's load, a P-token prefill, N greedy decode steps, and,
-where the device has timestamp queries, each kernel's GPU time in one token. Printed: a readable table, then the
-whole result as one JSON line (also written to --json-out).
+One Node process measures, in this order: the streaming-read bandwidth of the device
+(lab/engine_bench/shaders/bench_stream_read.wgsl, the fastest any kernel can read weights there), the model's load,
+a P-token prefill, N greedy decode steps, and, where the device has timestamp queries, each kernel's GPU time in one
+token. Printed: a readable table, then the whole result as one JSON line (also written to --json-out).
 
 Derived figures: bytes per decoded token (dense weights + the top-k experts of every layer + the KV rows read + the
 recurrent state), the bound = those bytes / the streaming bandwidth, achieved GB/s = bytes per token x decode tok/s,
