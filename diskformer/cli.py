@@ -13,10 +13,10 @@ COMMANDS = {
     "detokenize": ("diskformer.commands.detokenize", "print the text of token ids as JSON"),
     "reference": ("diskformer.reference.cli", "run the numpy reference model: greedy ids and per-step top-k log-probs"),
     "run": ("diskformer.engine_run", "run the WebGPU engine headless (Pyodide + Dawn in Node)"),
-    "bench": ("diskformer.bench", "benchmark the engine as shipped (Pyodide + Dawn) against the bandwidth bound"),
-    "bench-uploads": ("diskformer.bench_uploads", "expert-record upload throughput: staging ring vs writeBuffer"),
+    "bench": ("lab.bench", "benchmark the engine as shipped (Pyodide + Dawn) against the bandwidth bound"),
+    "bench-uploads": ("lab.bench_uploads", "expert-record upload throughput: staging ring vs writeBuffer"),
     "gate": ("diskformer.gate.cli", "gate the chat page headless against llama.cpp's greedy replies"),
-    "policy-lab": ("diskformer.policy_lab.cli", "replay expert-routing traces through the streamer's cache policies"),
+    "policy-lab": ("lab.policy_lab.cli", "replay expert-routing traces through the streamer's cache policies"),
 }
 
 

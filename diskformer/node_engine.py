@@ -32,12 +32,16 @@ def node_executable() -> str:
     return node
 
 
-def runner_command(target: str, args: dict, mounts=()) -> tuple[list, str | None]:
-    """The node command line for an entry `module:function` or a code string; returns (argv, temp file or None)."""
-    # --expose-gc: the bench collects the JS heap between its timed phases (py_engine/bench/js_gc_clock.py)
+def runner_command(target: str, args: dict, mounts=(), packages=()) -> tuple[list, str | None]:
+    """The node command line for an entry `module:function` or a code string; returns (argv, temp file or None).
+
+    `packages`: folders of the repo (e.g. "lab/engine_bench") copied beside py_engine for this run only."""
+    # --expose-gc: the bench collects the JS heap between its timed phases (lab/engine_bench/js_gc_clock.py)
     argv = [node_executable(), "--expose-gc", str(RUNNER), "--args", json.dumps(args)]
     for m in mounts:
         argv += ["--mount", str(Path(m).resolve())]
+    for p in packages:
+        argv += ["--package", str(p)]
     if _ENTRY.match(target):
         return argv + ["--entry", target], None
     fd, tmp = tempfile.mkstemp(suffix=".py", prefix="engine_code_")
@@ -57,11 +61,13 @@ def parse_result(stdout: str) -> dict:
     raise NodeEngineError(f"no RESULT line in the runner's output (stdout ends {stdout[-200:]!r})", 1, "")
 
 
-def run_in_node(target: str, args: dict | None = None, mounts=(), timeout: float = 600, echo_stderr=False) -> dict:
-    """Run `target` (entry `module:function`, or Python source defining `main(args)`) in Pyodide + Dawn.
+def run_in_node(target: str, args: dict | None = None, mounts=(), timeout: float = 600, echo_stderr=False,
+                packages=()) -> dict:
+    """Run `target` (entry `module:function`, or Python source defining `main(args)`) in Pyodide + Dawn; `packages`
+    are repo folders of Python code importable beside py_engine for this run (the bench's lab/engine_bench).
 
     Returns the entry's result (a JSON-able value); raises NodeEngineError with the traceback on failure."""
-    argv, tmp = runner_command(target, args or {}, mounts)
+    argv, tmp = runner_command(target, args or {}, mounts, packages)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:

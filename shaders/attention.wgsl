@@ -11,7 +11,7 @@
 // lanes share a K row (adjacent words: coalesced loads) and each value pair is split over two lanes (even / odd
 // positions), so a lane issues few, independent loads per chunk; it issues 8 of them before it adds their products
 // (in the same order): a loop that adds each load before the next one is issued waits for every load in turn, and
-// those waits were most of a split's time on the H200 (tools/h200/step_kernels.mjs).
+// those waits were most of a split's time on the H200 (lab/gpu_probes/step_kernels.mjs).
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
 // QIN picks where q and the token's own K/V come from: attention_in_ready.wgsl (q rotated and K/V appended by

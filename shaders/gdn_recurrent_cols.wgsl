@@ -8,7 +8,7 @@
 // key rows of S[:, j] as vec4s, and a workgroup holds 32 / SL columns. The row loop is sequential by nature and so
 // bound by each row's chain of dependent steps: small workgroups and one barrier per row keep that chain short (at
 // the real sizes SL = 2 took 0.58x the time of 256-lane workgroups with 8 lanes per column and three barriers per
-// row, the layout of the one-token kernel: tools/h200/gdn_variants.mjs). Per row:
+// row, the layout of the one-token kernel: lab/gpu_probes/gdn_variants.mjs). Per row:
 //   partial S·q and S·k over the lane's rows (q and k read from workgroup memory, k kept for the update), the next
 //   row's q|k stored into the other buffer (its loads issued a row earlier), barrier; then the column's SL
 //   partials summed (written into a buffer per row parity, so one barrier suffices), d, the update, the output:

@@ -11,7 +11,7 @@ struct Q8Block {
 }
 
 // Written out with constant indices only: the loop form (v[i], codes[i]) cost the routed gate/up product ~2 µs more
-// on the H200 when timed alone (tools/h200/route_variants.mjs), ~4 µs per decoded token in all in the engine's
+// on the H200 when timed alone (lab/gpu_probes/route_variants.mjs), ~4 µs per decoded token in all in the engine's
 // profile. A max is exact in any order.
 fn q8_block(v: array<vec4<f32>, 8>) -> Q8Block {
   let a = max(max(max(abs(v[0]), abs(v[1])), max(abs(v[2]), abs(v[3]))),

@@ -6,7 +6,7 @@
 // the same tree for its sum, the same renormalisation), and stores the ids and weights: the products' workgroups no
 // longer wait on the softmax's trees before they load a weight.
 // A lane's loop of dependent workgroup-memory loads costs far more than a barrier on the H200
-// (tools/h200/route_variants.mjs), so the loops read vec4s and rank all four of a lane's values per load, and the
+// (lab/gpu_probes/route_variants.mjs), so the loops read vec4s and rank all four of a lane's values per load, and the
 // trees take two levels per barrier.
 // route[0 .. n_exp) holds the router's logits; the writer stores the ids at route[p.ids_base ..] and the weights (f32
 // bits) at route[p.w_base ..] for the down product and the block's sums. 64 lanes, n_exp <= 256: lane t holds

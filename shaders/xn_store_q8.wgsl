@@ -2,7 +2,7 @@
 // quantised as a Q8_0 product quantises its input (q8_block.wgsl) into xq (rmsnorm_q8.wgsl's layout for one row: 2
 // vec4 of codes per block, then the nb scales): the product after it copies these codes into its staging
 // (x_stage_q8load.wgsl) instead of every one of its workgroups quantising xn again (the routed gate/up: ~7 of its
-// ~35 µs on the H200 when timed alone, tools/h200/route_variants.mjs).
+// ~35 µs on the H200 when timed alone, lab/gpu_probes/route_variants.mjs).
 @group(0) @binding(9) var<storage, read_write> xq: array<vec4<u32>>;
 #include "q8_block.wgsl"
 #include "q8_rows_store.wgsl"

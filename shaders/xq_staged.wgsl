@@ -4,7 +4,7 @@
 // Sized to the blocks the pipeline stages (STAGED_BLOCKS; at most 256), not to the widest product: on the H200 the
 // workgroups a product keeps resident are bounded by their workgroup memory, and 9 KB per workgroup held the
 // DeltaNet input product's 772 workgroups (and the routed gate/up's 576 with its ranking) to two waves
-// (tools/h200/wave_sweep.mjs).
+// (lab/gpu_probes/wave_sweep.mjs).
 const XQ_BLOCKS: u32 = {{STAGED_BLOCKS}}u;
 var<workgroup> xq_codes: array<vec4<u32>, 2u * XQ_BLOCKS>;   // 2 per block: 32 int8 codes
 var<workgroup> xq_scale: array<f32, XQ_BLOCKS>;              // d_x per block

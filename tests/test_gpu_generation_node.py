@@ -12,6 +12,7 @@ import pytest
 
 from diskformer.node_engine import run_in_node
 from diskformer.reference import protocol
+from lab import ENGINE_SIDE
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -409,7 +410,7 @@ async def main(args):
         out[tag + "_taken"] = backend.queued_taken
 
     # the bench's queued decode, one and two steps queued behind the one read back, against steps read one by one
-    from py_engine.bench.timing import queued_steps
+    from lab.engine_bench.timing import queued_steps
     prompt = args["prompt_ids"]
     for ahead in (1, 2):
         dec.reset()
@@ -459,7 +460,8 @@ async def main(args):
 def recurrent_out(fixture_models):
     args = {"model": str(fixture_models / f"{STEM35}.gguf"), "question": QUESTION,
             "prompt_ids": [11, 42, 7, 300, 5]}
-    return None, run_in_node(RECURRENT_CODE, args, mounts=[fixture_models], timeout=300)
+    # the bench's queued decode (lab/engine_bench) is run beside the engine
+    return None, run_in_node(RECURRENT_CODE, args, mounts=[fixture_models], timeout=300, packages=[ENGINE_SIDE])
 
 
 def test_recurrent_model_queued_greedy_equals_step_by_step(recurrent_out):

@@ -47,7 +47,7 @@ def test_repo_shaders_assemble(name, consts):
 
 def test_staging_sized_to_the_pipeline():
     """The workgroup staging of a product's input holds the blocks its pipeline stages, not the widest product's:
-    workgroup memory bounds how many workgroups a GPU keeps resident (tools/h200/wave_sweep.mjs)."""
+    workgroup memory bounds how many workgroups a GPU keeps resident (lab/gpu_probes/wave_sweep.mjs)."""
     from py_engine.gpu.shader_loader import ShaderLoader
 
     consts = {"WFMT": "q8", "LANES": 16, "ROWS": 4, "ACCUMULATE": "false", "ARGMAX": "none", "XN": "f32", "WG": 64}

@@ -1,7 +1,7 @@
 // Runs the Python engine (py_engine) in Pyodide inside Node, with WebGPU from Dawn (npm `webgpu`).
 //
 //   node diskformer/node/run_engine.mjs (--entry MODULE:FUNCTION | --code FILE.py) [--args JSON]
-//        [--mount HOSTDIR]... [--engine-root DIR] [--shaders DIR]
+//        [--mount HOSTDIR]... [--package DIR]... [--engine-root DIR] [--shaders DIR]
 //
 // The entry function is called with the decoded --args object (a dict); a coroutine is awaited. Its result is
 // printed on stdout as one line `RESULT <json>`; everything Python prints goes to stderr. A Python exception
@@ -11,7 +11,9 @@
 // $DAWN_NODE, else node_modules/webgpu/dist/linux-x64/dawn.node. The engine tree is copied into Pyodide's memory
 // file system at /engine/py_engine with the shaders at /engine/py_engine/shaders, the layout of the installed
 // wheel in the browser. Each --mount HOSTDIR is mounted (NODEFS) at the same absolute path, so model paths are
-// the same inside and outside.
+// the same inside and outside. Each --package DIR (a folder of the engine root holding Python code that is not the
+// engine's, e.g. lab/engine_bench for the bench) is copied to /engine/DIR with its .py and .wgsl files and the
+// __init__.py of the folders above it, so it imports under the same name as on the host (lab.engine_bench).
 import { createRequire } from 'module';
 import fs from 'fs';
 import path from 'path';
@@ -27,7 +29,7 @@ function fail(code, msg) {
 }
 
 function parseArgs(argv) {
-  const o = { mounts: [], args: '{}' };
+  const o = { mounts: [], packages: [], args: '{}' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => {
@@ -39,6 +41,7 @@ function parseArgs(argv) {
     else if (a === '--args') o.args = val();
     else if (a === '--args-file') o.args = fs.readFileSync(val(), 'utf8');
     else if (a === '--mount') o.mounts.push(path.resolve(val()));
+    else if (a === '--package') o.packages.push(val());
     else if (a === '--engine-root') o.engineRoot = path.resolve(val());
     else if (a === '--shaders') o.shaders = path.resolve(val());
     else fail(2, `unknown argument ${a}`);
@@ -94,6 +97,21 @@ globalThis.navigator = { gpu: dawn.create((process.env.DAWN_OPTS || '').split(',
 const FS = py.FS;
 copyTree(FS, pyEngineDir, '/engine/py_engine', (n) => !n.endsWith('.pyc'));
 copyTree(FS, shadersDir, '/engine/py_engine/shaders', (n) => n.endsWith('.wgsl'));
+for (const p of opts.packages) {
+  const src = path.resolve(engineRoot, p);
+  const rel = path.relative(engineRoot, src);
+  if (!rel || rel.startsWith('..') || path.isAbsolute(rel) || !fs.existsSync(src) || !fs.statSync(src).isDirectory()) {
+    fail(2, `--package ${p}: no such folder inside ${engineRoot}`);
+  }
+  const parts = rel.split(path.sep);
+  for (let i = 1; i < parts.length; i++) {  // the enclosing packages, so the dotted name imports
+    const dir = parts.slice(0, i);
+    const init = path.join(engineRoot, ...dir, '__init__.py');
+    FS.mkdirTree(`/engine/${dir.join('/')}`);
+    if (fs.existsSync(init)) FS.writeFile(`/engine/${dir.join('/')}/__init__.py`, fs.readFileSync(init));
+  }
+  copyTree(FS, src, `/engine/${parts.join('/')}`, (n) => n.endsWith('.py') || n.endsWith('.wgsl'));
+}
 for (const m of opts.mounts) {
   if (!fs.existsSync(m)) fail(2, `--mount ${m}: no such directory`);
   FS.mkdirTree(m);

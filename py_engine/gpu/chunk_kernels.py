@@ -321,7 +321,7 @@ class ChunkKernels:
                   (n_k_heads, self.T), scales_label)
         params = self.kern._params("7If4I", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, qkv_stride,
                                    2 * n_v_heads, n_v_heads * dv, 0, label=label)
-        # lanes per value column: 2 measured fastest on the H200 (tools/h200/gdn_variants.mjs: 1, 2, 4, 8 lanes
+        # lanes per value column: 2 measured fastest on the H200 (lab/gpu_probes/gdn_variants.mjs: 1, 2, 4, 8 lanes
         # 760, 325, 458, 482 µs for 512 rows at the real sizes; the slice layout 562)
         lanes = 2 if dk % 8 == 0 else 1
         self._rec(dl, "gdn_recurrent_cols.wgsl", {"DK": dk, "SL": lanes},

@@ -1,0 +1,525 @@
+"""`diskformer bench MODEL.gguf`: the engine's speed as shipped (Pyodide + Dawn in Node), against its bandwidth bound.
+
+One Node process measures, in this order: the streaming-read bandwidth of the device
+(lab/engine_bench/shaders/bench_stream_read.wgsl, the fastest any kernel can read weights there), the model's load,
+a P-token prefill, N greedy decode steps, and, where the device has timestamp queries, each kernel's GPU time in one
+token. Printed: a readable table, then the whole result as one JSON line (also written to --json-out).
+
+Derived figures: bytes per decoded token (dense weights + the top-k experts of every layer + the KV rows read + the
+recurrent state), the bound = those bytes / the streaming bandwidth, achieved GB/s = bytes per token x decode tok/s,
+and measured / bound.
+
+Expert budgets (--budgets all,0.25,0.10): "all" is the GGUF engine with every expert resident; a fraction f runs
+the engine from a model store (the GGUF ingested once into --store-dir, reused when complete) with a GPU pool
+holding f of all experts, the rest paged in from experts.bin (StoreDecoder). Per fraction: prefill and decode tok/s,
+hit rate, bytes read and syncs per decoded token, the store's read MB/s and the staging-ring upload GB/s measured in
+the same run, and the streaming bound = (read + upload throughput) / bytes read per token, against decode tok/s.
+"""
+import argparse
+import itertools
+import json
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from diskformer.node_engine import NodeEngineError, run_in_node
+
+from . import ENGINE_SIDE
+
+ENTRY = "lab.engine_bench.entry:run"
+DEFAULT_BUDGETS = "all,0.25,0.10"
+ROUTINGS = ("auto", "early_stop", "per_layer")
+# Timestamps are rounded to 65.5 us by Dawn unless this toggle is off: too coarse for 5-50 us kernels.
+PROFILE_DAWN_OPTS = "disable-dawn-features=timestamp_quantization"
+# llama.cpp (CUDA) on the same H200, 8-layer real-dimension qwen35moe from make_tiny's default seed.
+PEERS = {"model": "qwen35moe real dims, 8 layers (make_tiny --preset real --layers 8, default seed)",
+         "all_gpu": {"prefill_tok_s": 23384.0, "decode_tok_s": 748.6},
+         "experts_on_cpu": {"prefill_tok_s": 476.0, "decode_tok_s": 197.2}}
+
+
+def parse_budgets(text: str) -> list:
+    """"all,0.25,0.10" -> ["all", 0.25, 0.1]; each fraction in (0, 1), no repeats."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if part == "all":
+            item = "all"
+        else:
+            try:
+                item = float(part.rstrip("%")) / (100 if part.endswith("%") else 1)
+            except ValueError:
+                raise ValueError(f"budget {part!r}: give 'all' or a fraction of the experts such as 0.25") from None
+            if not 0 < item < 1:
+                raise ValueError(f"budget {part!r}: a fraction of the experts must lie between 0 and 1 "
+                                 f"(use 'all' for every expert resident)")
+        if item in out:
+            raise ValueError(f"budget {part!r} is given twice")
+        out.append(item)
+    if not out:
+        raise ValueError("no budgets given")
+    return out
+
+
+def default_store_dir(model: Path) -> Path:
+    """Under the system temp folder, one per model file (its name and size): the ingest reuses a complete store
+    of the same source and starts over for another."""
+    return Path(tempfile.gettempdir()) / "diskformer-bench-stores" / f"{model.stem}-{model.stat().st_size}"
+
+
+def ensure_store(model: Path, store_dir: Path, log=print) -> dict:
+    """Ingest `model` into `store_dir` (a no-op when it already holds a complete store of that file); returns the
+    manifest."""
+    from py_engine.store import ingest
+    from py_engine.store.local import DirectoryStorage, FileSource
+
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    src = FileSource(model)
+    try:
+        return asyncio.run(ingest(src, DirectoryStorage(store_dir.parent).sink(store_dir.name), log=log))
+    finally:
+        src.close()
+
+
+def derive_streaming(case: dict) -> dict:
+    """One fraction case: rates per decoded token and the bound the disk read + upload put on decode."""
+    dec, pre, io = case["decode"], case["prefill"], case["io"]
+    n = dec["tokens"]
+    demanded = dec["hits"] + dec["late_hits"] + dec["misses"]
+    bytes_per_token = dec["bytes_read"] / n
+    throughput = io["read_upload_MBps"] * 1e6 if io["read_upload_MBps"] else None
+    bound = throughput / bytes_per_token if throughput and bytes_per_token else None
+    return {
+        "fraction": case["fraction"], "slots": case["slots"], "records": case["records"],
+        "prefill_tok_s": pre["tok_s"], "decode_tok_s": dec["tok_s"],
+        "hit_rate": (dec["hits"] + dec["late_hits"]) / demanded if demanded else None,
+        "bytes_read_per_token": bytes_per_token,
+        "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / n},
+        "read_MBps": io["read_MBps"], "upload_GBps": io["upload_GBps"], "read_upload_MBps": io["read_upload_MBps"],
+        "stream_bound_tok_s": bound,  # None: nothing was read while decoding (every pick resident)
+        "measured_over_stream_bound": dec["tok_s"] / bound if bound else None,
+    }
+
+
+def derive(raw: dict) -> dict:
+    """The figures the table prints, from the entry's raw measurements."""
+    budgets = {_label(c["fraction"]): derive_streaming(c) for c in raw.get("streaming", [])}
+    if "prefill" not in raw:  # the resident case was not asked for
+        return {"budgets": budgets}
+    pre, dec, per = raw["prefill"], raw["decode"], raw["per_token"]
+    bw = raw["stream"]["GBps"] * 1e9
+    bound_tok_s = bw / per["total"] if per["total"] else None
+    achieved = per["total"] * dec["tok_s"]
+    out = {
+        "prefill_tok_s": pre["tok_s"],
+        "decode_tok_s": dec["tok_s"],
+        "decode_ms_per_token": dec["ms"] / dec["tokens"],
+        "prefill_gflops": pre["tok_s"] * pre["flops_per_token"] / 1e9,
+        "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / dec["tokens"]},
+        "ffi_calls_per_token": {"prefill": pre["ffi_calls"] / pre["tokens"],
+                                "decode": dec["ffi_calls"] / dec["tokens"]},
+        "dispatches_per_token": raw["dispatches_per_token"],
+        "bytes_per_token": per["total"],
+        "stream_GBps": raw["stream"]["GBps"],
+        "bound_ms_per_token": per["total"] / bw * 1e3,
+        "bound_tok_s": bound_tok_s,
+        "achieved_GBps": achieved / 1e9,
+        "measured_over_bound": dec["tok_s"] / bound_tok_s if bound_tok_s else None,
+        "budgets": budgets,
+    }
+    prof = raw.get("profile") or {}
+    if prof.get("available"):
+        busy_ms = prof["busy_us"] / 1e3
+        out["gpu_busy_ms_per_token"] = busy_ms
+        out["gpu_busy_share_of_wall"] = busy_ms / out["decode_ms_per_token"]
+        out["overhead_us_per_dispatch"] = (out["decode_ms_per_token"] - busy_ms) * 1e3 / raw["dispatches_per_token"]
+        # the kernels alone against the bound: how far the GPU work itself is from a plain streaming read
+        out["bound_over_gpu_busy"] = out["bound_ms_per_token"] / busy_ms if busy_ms else None
+    costs = raw.get("kernel_costs") or {}
+    if costs.get("available"):
+        out.update(dispatch_floor(costs, out["bound_ms_per_token"] * 1e3, raw["dispatches_per_token"]))
+    return out
+
+
+def dispatch_floor(costs: dict, bound_us: float, dispatches: int) -> dict:
+    """What the token's dispatch list leaves of the bound, from the in-pass costs (µs a token in the token's own
+    pass): with every kernel at its bytes' time and its launch and barrier as measured (launches + barriers alone),
+    measured/bound could reach at most `ceiling_over_bound`; `beyond_bytes_us_per_dispatch` is what the kernels
+    take past their bytes' time and their launches, per dispatch; `half_bound_leaves_us_per_dispatch` what a token
+    in twice the bound (0.50 of it) would leave them, gaps between tokens aside."""
+    floor = costs["floor_us"]
+    return {"launch_floor_us": floor,
+            "ceiling_over_bound": bound_us / (bound_us + floor),
+            "beyond_bytes_us_per_dispatch": (costs["full_us"] - floor - bound_us) / dispatches,
+            "half_bound_leaves_us_per_dispatch": (bound_us - floor) / dispatches}
+
+
+def _label(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
+
+
+def _opt(x, fmt: str, none: str = "n/a") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def streaming_table(raw: dict, d: dict) -> list:
+    """The fraction cases, one column each."""
+    cases = raw.get("streaming", [])
+    if not cases:
+        return []
+    cols = [d["budgets"][_label(c["fraction"])] for c in cases]
+    w = 18
+
+    def row(name, cells):
+        return f"{name:34}" + "".join(f"{c:>{w}}" for c in cells)
+
+    lines = ["", row("experts streamed from the store", [f"pool {_label(c['fraction'])}" for c in cases]),
+             row("pool slots / experts", [f"{c['slots']} / {c['records']}" for c in cases]),
+             row("prefill tok/s", [_num(x["prefill_tok_s"], 1) for x in cols]),
+             row("decode tok/s", [_num(x["decode_tok_s"], 1) for x in cols]),
+             row("decode ms/token (median)", [f"{c['decode']['ms_median']:.3f}" for c in cases]),
+             row("hit rate (decode)", [_opt(x["hit_rate"], ".3f") for x in cols]),
+             row("bytes read per token", [_mb(x["bytes_read_per_token"]) for x in cols]),
+             row("syncs per token (prefill)", [f"{x['syncs_per_token']['prefill']:.2f}" for x in cols]),
+             row("syncs per token (decode)", [f"{x['syncs_per_token']['decode']:.2f}" for x in cols]),
+             row("store read MB/s", [_opt(x["read_MBps"], ",.1f") for x in cols]),
+             row("upload GB/s (staging ring)", [_opt(x["upload_GBps"], ",.2f") for x in cols]),
+             row("read + upload MB/s", [_opt(x["read_upload_MBps"], ",.1f") for x in cols]),
+             row("streaming bound tok/s", [_opt(x["stream_bound_tok_s"], ",.1f", "none (no reads)") for x in cols]),
+             row("measured / streaming bound", [_opt(x["measured_over_stream_bound"], ".3f") for x in cols]),
+             f"  (store {raw.get('store')}; the I/O figures: {cases[0]['io']['records']} records of "
+             f"{_mb(cases[0]['io']['record_bytes'])} read in file order, then uploaded)"]
+    return lines
+
+
+def _num(x, digits: int) -> str:
+    return format(x, f",.{digits}f")
+
+
+def _mb(n) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _step_parts(dec) -> list:
+    """The queued decode's median step split into launching the next step (its encode + submit) and waiting for this
+    one's result (the host paces the decode where the wait is near zero); nothing for unqueued steps."""
+    if "launch_ms_median" not in dec:
+        return []
+    per = dec.get("tokens_per_submit", 1)
+    lines = [f"  each step: launch the next       median {dec['launch_ms_median']:.3f} ms (encode + submit), then "
+             f"wait {dec['wait_ms_median']:.3f} ms for this one's result"
+             + (f" (a run of {per} tokens' times / {per})" if per > 1 else "")]
+    if "encode_ms_median" in dec:
+        lines.append(f"    of the launch (medians)        the JS encode {dec['encode_ms_median']:.3f} ms, the submit "
+                     f"{dec['submit_ms_median']:.3f} ms (the rest Python and the FFI)")
+    return lines
+
+
+def _gc(g: dict) -> str:
+    """A phase's collector time: ms in all (of which in full collections) and collections per generation."""
+    return f"{g['ms']:.1f} ms ({g['full_ms']:.1f} full; {'/'.join(str(c) for c in g['collections'])} by generation)"
+
+
+def _js_gc(g: dict, steps_ms=None) -> str:
+    """A phase's JS collector time: ms in all, collections by kind, and its longest pause (with the decode's steps,
+    the step it fell in: a slow step it explains)."""
+    if not g.get("available"):
+        return "not reported"
+    kinds = ", ".join(f"{v['count']} {k} {v['ms']:.1f} ms" for k, v in g["by_kind"].items()) or "none"
+    text = f"{g['ms']:.1f} ms ({kinds})"
+    if g.get("collected_before"):
+        text += " after a full collection"
+    if g["long"]:
+        at, ms, kind = max(g["long"], key=lambda e: e[1])
+        text += f"; longest {ms:.1f} ms ({kind})"
+        if steps_ms:
+            ends = itertools.accumulate(steps_ms)
+            step = next((i for i, end in enumerate(ends) if at < end), len(steps_ms) - 1)
+            text += f" in step {step} ({steps_ms[step]:.2f} ms)"
+    return text
+
+
+# steal above this share of a run's wall time, summed over the host's CPUs: the twentieth round's slow host runs
+# (docs/benchmarks.md) lost 0.3-2.4 s in ~15 s runs, its fast one 0.01 s
+STEAL_NOTED_MS_PER_S = 5.0
+
+
+def _steal(raw: dict) -> list:
+    """The line on the host CPUs' steal time over the run (lab/engine_bench/host_steal_clock.py), where reported."""
+    st, label = raw.get("host_steal"), "host CPUs' steal time"
+    if not st:
+        return []
+    if not st.get("available"):
+        return [f"{label:34}not reported ({st.get('reason', '')})"]
+    text = f"{label:34}{st['steal_ms']:,.0f} ms over the run's {st['run_s']:.1f} s ({st['cpus']} CPUs)"
+    if st["run_s"] > 0 and st["steal_ms"] / st["run_s"] > STEAL_NOTED_MS_PER_S:
+        text += ": the hypervisor ran other work on this machine's CPUs; host-side times (launch, encode) may be slow"
+    return [text]
+
+
+def _decode_label(dec: dict) -> str:
+    """The decode row's label: its tokens, and how its steps were queued."""
+    ahead, per = dec.get("steps_ahead", 1), dec.get("tokens_per_submit", 1)
+    how = "" if not dec.get("queued_ahead") else ", queued" if ahead == 1 else f", queued {ahead} ahead"
+    if per > 1:
+        how += f", {per} a submit"
+    return f"decode tok/s ({dec['tokens']} tokens{how})"
+
+
+def table(raw: dict, d: dict) -> str:
+    if "prefill" not in raw:
+        dev = raw["device"]
+        return "\n".join([f"device   {dev['description']}", f"streaming read (same process)     "
+                          f"{raw['stream']['GBps']:,.1f} GB/s"] + _steal(raw) + streaming_table(raw, d))
+    m, dev, gb = raw["model"], raw["device"], raw["gpu_bytes"]
+    per = raw["per_token"]
+    cpu = PEERS["experts_on_cpu"]
+    lines = [
+        f"device   {dev['description']} (subgroups {dev['subgroups'][0]}-{dev['subgroups'][1]}, "
+        f"binding {dev['max_binding'] >> 20} MiB)",
+        f"model    {m['arch']}: {m['n_layer']} layers, n_embd {m['n_embd']}, {m['n_expert']} experts top-"
+        f"{m['n_expert_used']}, vocab {m['n_vocab']}, KV {m['kv']}  ({Path(m['path']).name}; load "
+        f"{raw['load_ms'] / 1e3:.1f} s)",
+        "",
+        f"{'':34}{'this engine':>16}{'llama.cpp H200*':>18}",
+        f"{'prefill tok/s (' + str(raw['prefill']['tokens']) + ' tokens, chunk ' + str(raw['prefill'].get('chunk')) + ')':34}{d['prefill_tok_s']:>16,.1f}"
+        f"{PEERS['all_gpu']['prefill_tok_s']:>18,.1f}",
+        f"{_decode_label(raw['decode']):34}{d['decode_tok_s']:>16,.1f}"
+        f"{PEERS['all_gpu']['decode_tok_s']:>18,.1f}",
+        *([f"{'  each repetition, ms':34}{' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_ms'])}"
+           f" (of which encode + submit {' '.join(f'{ms:.1f}' for ms in raw['prefill']['reps_feed_ms'])})"]
+          if raw["prefill"].get("reps_ms") else []),
+        *([f"{'  warm-up prompts, ms':34}{' '.join(f'{ms:.1f}' for ms in raw['prefill']['warmup_ms'])}"]
+          if raw["prefill"].get("warmup_ms") else []),
+        *([f"{'  first prompt after load':34}{raw['prefill']['tokens'] / raw['prefill']['first_ms'] * 1e3:>16,.1f}"]
+          if raw["prefill"].get("first_ms") else []),
+        f"{'llama.cpp H200, experts on CPU*':34}{'':>16}{'prefill ' + _num(cpu['prefill_tok_s'], 0):>18}",
+        f"{'':34}{'':>16}{'decode ' + _num(cpu['decode_tok_s'], 1):>18}",
+    ]
+    for label, x in d["budgets"].items():
+        lines.append(f"{'decode, experts budget ' + label:34}{x['decode_tok_s']:>16,.1f}")
+    lines += [
+        f"* {PEERS['model']}; compare only with that model",
+        "",
+        f"decode ms/token                   {d['decode_ms_per_token']:.3f} (median "
+        f"{raw['decode']['ms_median']:.3f}, min {raw['decode']['ms_min']:.3f}, p90 {raw['decode']['ms_p90']:.3f})",
+        *_step_parts(raw["decode"]),
+        f"prefill GFLOP/s                   {d['prefill_gflops']:,.1f}",
+        f"syncs per token                   prefill {d['syncs_per_token']['prefill']:.3f}, decode "
+        f"{d['syncs_per_token']['decode']:.2f}",
+        *([f"Python's garbage collector        prefill {_gc(raw['prefill']['gc'])}; decode "
+           f"{_gc(raw['decode']['gc'])}"] if "gc" in raw["prefill"] else []),
+        *([f"JS garbage collector              prefill {_js_gc(raw['prefill']['js_gc'])}",
+           f"{'':34}decode {_js_gc(raw['decode']['js_gc'], raw['decode'].get('steps_ms'))}"]
+          if "js_gc" in raw["prefill"] else []),
+        *_steal(raw),
+        f"FFI calls per token (Python->JS)  prefill {d['ffi_calls_per_token']['prefill']:.3f}, decode "
+        f"{d['ffi_calls_per_token']['decode']:.2f}",
+        f"dispatches per token              {d['dispatches_per_token']} ({raw['webgpu_calls_per_token']} "
+        f"JS->WebGPU calls)",
+        f"GPU bytes                         dense {_mb(gb['dense_weights'])}, experts {_mb(gb['experts'])}, "
+        f"KV/state {_mb(gb['kv_state'])}, work {_mb(gb['work_buffers'])}",
+        f"bytes per decoded token           {_mb(per['total'])} = dense {_mb(per['dense_weights'])} + experts "
+        f"{_mb(per['experts'])} + KV {_mb(per['kv_read'])} + state {_mb(per['state'])}",
+        f"streaming read (same process)     {d['stream_GBps']:,.1f} GB/s over {_mb(raw['stream']['bytes'])}",
+        f"bandwidth bound                   {d['bound_ms_per_token']:.4f} ms/token = "
+        f"{d['bound_tok_s']:,.1f} tok/s",
+        f"achieved                          {d['achieved_GBps']:,.1f} GB/s; measured/bound "
+        f"{d['measured_over_bound']:.3f}",
+    ]
+    prof = raw.get("profile") or {}
+    if prof.get("available"):
+        lines += ["",
+                  f"GPU time per token (timestamps)   busy {d['gpu_busy_ms_per_token']:.3f} ms = "
+                  f"{100 * d['gpu_busy_share_of_wall']:.0f} % of the wall time; "
+                  f"{d['overhead_us_per_dispatch']:.1f} us per dispatch outside kernels",
+                  f"kernels alone vs the bound         bound / GPU busy = {d['bound_over_gpu_busy']:.3g}",
+                  f"  {'kernel':22}{'dispatches':>11}{'us/token':>11}{'share':>8}"]
+        if d["gpu_busy_share_of_wall"] > 1:
+            lines.append("  (one pass per dispatch costs more than the plain replay here: read the shares only)")
+        for k in prof["kinds"][:12]:
+            lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
+    else:
+        lines.append(f"GPU time per kernel               not profiled: {prof.get('reason', 'unknown')}")
+    rate = raw.get("replay_rate")
+    if rate:
+        lines.append(f"decode replays back to back       {rate['total_us_per_token']:,.1f} us/token, of which the "
+                     f"CPU's encode + submit {rate['cpu_us_per_token']:,.1f} ({rate['replays']} replays, no readback)")
+        if "encode_only_us_per_token" in rate:
+            lines.append(f"  the same list encoded, never submitted {rate['encode_only_us_per_token']:,.1f} us/token "
+                         "(the WebGPU calls and their validation alone)")
+    lines += _step_passes(raw.get("step_passes") or {})
+    lines += _kernel_costs(raw.get("kernel_costs") or {}, d)
+    pp = raw.get("prefill_profile") or {}
+    if pp.get("available"):
+        lines += ["",
+                  f"prefill chunk of {pp['tokens']} tokens at position {pp['pos0']} (timestamps)   busy "
+                  f"{pp['busy_us'] / 1e3:.3f} ms = {pp['busy_us_per_token']:.1f} us/token",
+                  f"  {'kernel':22}{'dispatches':>11}{'us/chunk':>11}{'share':>8}"]
+        for k in pp["kinds"][:12]:
+            lines.append(f"  {k['kind']:22}{k['dispatches']:>11}{k['us']:>11.1f}{100 * k['share']:>7.1f}%")
+    return "\n".join(lines + streaming_table(raw, d))
+
+
+def _step_passes(sp: dict) -> list:
+    """Queued greedy steps timed on the GPU (lab/engine_bench/timing.py step_passes): each token's span and the busy
+    time of its submitted pieces within it, and the GPU's gap between one token's end and the next's start."""
+    if not sp.get("available"):
+        return []
+    return [f"queued steps on the GPU            a token spans {sp['span_us_median']:,.1f} us "
+            f"({sp['busy_us_median']:,.1f} in its {sp['passes_per_token']} passes, {sp['pieces_per_token']} submits), "
+            f"then {sp['gap_us_median']:,.1f} us (p90 {sp['gap_us_p90']:,.1f}) to the next's start",
+            f"  a step every {sp['period_us_median']:,.1f} us on the GPU (median of {sp['steps']}; "
+            f"{1e3 * sp['step_ms_median']:,.1f} on the wall clock)"]
+
+
+def _kernel_costs(costs: dict, d: dict) -> list:
+    """The in-pass kernel costs (lab/engine_bench/kernel_costs.py): the GPU's time for the token's list in its own
+    pass, what it loses per kernel kind swapped for empty dispatches of its grid, and the floor of launches and
+    barriers alone."""
+    if not costs.get("available"):
+        return []
+    full, floor = costs["full_us"], costs["floor_us"]
+    clock = "GPU timestamps" if costs.get("clock") == "timestamps" else "wall clock"
+    lines = ["",
+             f"in-pass cost per kernel kind      the list {full:,.1f} us/token on the GPU ({clock}; encoding it "
+             f"{costs['encode_us']:,.1f} on the CPU); launches + barriers alone {floor:,.1f}",
+             f"  ({costs['rounds']} rounds of {costs['replays']} replays in one command buffer per variant; each kind "
+             "swapped for empty dispatches of its grid)",
+             f"  {'kernel':38}{'dispatches':>11}{'us/token':>11}{'share':>8}"]
+    for k in costs["kinds"][:14]:
+        share = k["us"] / (full - floor) if full > floor else 0.0
+        lines.append(f"  {k['kind']:38}{k['dispatches']:>11}{k['us']:>11.1f}{100 * share:>7.1f}%")
+    if costs.get("kept"):
+        lines.append(f"  (kept: {', '.join(costs['kept'])}; shares of the list's time above the floor)")
+    if "ceiling_over_bound" in d:
+        lines += [f"  against the bound: with launches + barriers as measured and every kernel at its bytes' time, "
+                  f"measured/bound could reach {d['ceiling_over_bound']:.3f}",
+                  f"  the kernels take {d['beyond_bytes_us_per_dispatch']:,.1f} us per dispatch beyond their bytes' "
+                  f"time and their launch; 0.50 of the bound leaves {d['half_bound_leaves_us_per_dispatch']:,.1f}"]
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="diskformer bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", "-m", required=True, type=Path, help="a GGUF the engine runs (qwen3moe, qwen35moe)")
+    ap.add_argument("--prompt", type=int, default=512, help="prompt tokens for prefill (default 512)")
+    ap.add_argument("--decode", type=int, default=128, help="greedy tokens to decode (default 128)")
+    ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
+    ap.add_argument("--stream-mb", type=int, default=None,
+                    help="MiB read by the bandwidth kernel (default 1024, capped by the binding limit)")
+    ap.add_argument("--budgets", default=DEFAULT_BUDGETS,
+                    help="'all' (every expert resident) and/or fractions of the experts the streamed pool holds "
+                         f"(default {DEFAULT_BUDGETS})")
+    ap.add_argument("--store-dir", type=Path, default=None,
+                    help="model store folder for the fraction cases (ingested from the GGUF once, reused when "
+                         "complete; default: a folder per model under the system temp folder)")
+    ap.add_argument("--routing", choices=ROUTINGS, default="auto", help="routing of the streamed cases")
+    ap.add_argument("--prefill-chunk", type=int, default=None,
+                    help="prompt tokens per prefill chunk in the resident case (default: the engine's)")
+    ap.add_argument("--prefill-reps", type=int, default=5,
+                    help="timed prefills of the prompt, each from an empty context (default 5, as llama-bench's "
+                         "repetitions; prefill tok/s is their mean)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel timestamp profiles")
+    ap.add_argument("--cost-replays", type=int, default=20,
+                    help="with the profile: replays of the token's list per command buffer, timed on the GPU, for "
+                         "each variant of the in-pass kernel costs (each kernel kind swapped for empty dispatches; "
+                         "default 20, 0: skip them)")
+    ap.add_argument("--step-by-step", action="store_true",
+                    help="resident decode reads each step back before encoding the next (default: greedy steps "
+                         "queued one ahead, as generation runs them)")
+    ap.add_argument("--steps-ahead", type=int, default=1, choices=(1, 2),
+                    help="queued decode: greedy steps queued behind the one being read back (default 1, as "
+                         "generation runs them; 2 shows whether the GPU waits for the host between steps)")
+    ap.add_argument("--tokens-per-submit", type=int, default=1,
+                    help="queued decode: greedy tokens per submit (default 1, as generation runs them; more share "
+                         "the submit, the readback and its await, to show what they cost the host per token)")
+    ap.add_argument("--ops-per-submit", type=int, default=None,
+                    help="recorded operations per queue submit of prompt chunks, unqueued steps and replays (default: the "
+                         "engine's; 0: one submit per replay); queued greedy steps always go in one")
+    ap.add_argument("--lead-ops", type=int, default=None,
+                    help="operations in the first of those submits (default: the engine's; 0: as many as the "
+                         "others): the GPU idles until it is submitted")
+    ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
+    ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
+    return ap
+
+
+def main(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.prompt < 1 or args.decode < 1:
+        print("diskformer bench: --prompt and --decode must be >= 1", file=sys.stderr)
+        return 2
+    if args.prefill_chunk is not None and args.prefill_chunk < 1:
+        print("diskformer bench: --prefill-chunk must be >= 1 (1: token by token)", file=sys.stderr)
+        return 2
+    if args.prefill_reps < 1:
+        print("diskformer bench: --prefill-reps must be >= 1", file=sys.stderr)
+        return 2
+    if args.ops_per_submit is not None and args.ops_per_submit < 0:
+        print("diskformer bench: --ops-per-submit must be >= 0 (0: one submit per token)", file=sys.stderr)
+        return 2
+    if args.lead_ops is not None and args.lead_ops < 0:
+        print("diskformer bench: --lead-ops must be >= 0 (0: as many as --ops-per-submit)", file=sys.stderr)
+        return 2
+    if not 1 <= args.tokens_per_submit <= 16:  # the engine's MAX_TOKENS_PER_SUBMIT (py_engine/engine/decoder.py)
+        print("diskformer bench: --tokens-per-submit must be 1 to 16", file=sys.stderr)
+        return 2
+    if args.tokens_per_submit > 1 and args.step_by_step:
+        print("diskformer bench: --tokens-per-submit is for the queued decode, not --step-by-step", file=sys.stderr)
+        return 2
+    if args.cost_replays < 0:
+        print("diskformer bench: --cost-replays must be >= 0 (0: skip the in-pass kernel costs)", file=sys.stderr)
+        return 2
+    try:
+        budgets = parse_budgets(args.budgets)
+    except ValueError as exc:
+        print(f"diskformer bench: --budgets: {exc}", file=sys.stderr)
+        return 2
+    if not args.model.is_file():
+        print(f"diskformer bench: no such file: {args.model}", file=sys.stderr)
+        return 1
+    model = args.model.resolve()
+    mounts = [model.parent]
+    run = {"model": str(model), "prompt": args.prompt, "decode": args.decode, "kv": args.kv,
+           "stream_mb": args.stream_mb, "profile": not args.no_profile, "budgets": budgets,
+           "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
+           "steps_ahead": args.steps_ahead, "tokens_per_submit": args.tokens_per_submit,
+           "ops_per_submit": args.ops_per_submit, "lead_ops": args.lead_ops, "prefill_reps": args.prefill_reps,
+           "cost_replays": args.cost_replays}
+    if any(b != "all" for b in budgets):
+        store = (args.store_dir or default_store_dir(model)).resolve()
+        try:
+            ensure_store(model, store, log=lambda msg: print(f"store: {msg}", file=sys.stderr))
+        except Exception as exc:  # the ingest's own message says what is wrong with the file or the folder
+            print(f"diskformer bench: ingesting {model.name} into {store} failed: {exc}", file=sys.stderr)
+            return 1
+        run["store"] = str(store)
+        mounts.append(store)
+    set_opts = not args.no_profile and "DAWN_OPTS" not in os.environ
+    if set_opts:
+        os.environ["DAWN_OPTS"] = PROFILE_DAWN_OPTS  # read by diskformer/node/run_engine.mjs
+    try:
+        raw = run_in_node(ENTRY, run, mounts=mounts, timeout=args.timeout, echo_stderr=args.verbose,
+                          packages=[ENGINE_SIDE])
+    except NodeEngineError as exc:
+        msg = str(exc) if args.verbose else str(exc).splitlines()[0]
+        print(f"diskformer bench: {msg}", file=sys.stderr)
+        return 1
+    finally:
+        if set_opts:
+            del os.environ["DAWN_OPTS"]
+    raw["store"] = run.get("store")
+    result = {"raw": raw, "derived": derive(raw), "peers_llama_cpp_h200": PEERS}
+    print(table(raw, result["derived"]))
+    line = json.dumps(result)
+    if args.json_out:
+        args.json_out.write_text(line + "\n")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

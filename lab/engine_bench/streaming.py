@@ -1,0 +1,105 @@
+"""The streaming cases of `diskformer bench`: the engine run from a model store with a GPU pool holding a fraction
+of all experts (StoreDecoder), the rest paged in from experts.bin on demand.
+
+Per case, in the same process: the store's disk read and the staging-ring upload measured on their own (N records
+of experts.bin read in order, then the same records uploaded into a scratch buffer through a StagingRing), and
+then 2 warm-up tokens, `reset`, a P-token prefill and N greedy decode steps, with the streamer's counters (hits,
+misses, bytes read) and the syncs taken between the phases. The host derives the streaming bound from them.
+"""
+import time
+from pathlib import Path
+
+from py_engine.engine.store_decoder import StoreDecoder
+from py_engine.gpu.buffers import COPY_DST, storage_buffer
+from py_engine.gpu.staging_ring import StagingRing
+from py_engine.store.local import DirectorySink
+from .timing import time_prefill_and_decode
+
+IO_RECORDS = 64  # records read and uploaded for the throughput figures (fewer when the store holds fewer)
+IO_SCRATCH_SLOTS = 4  # the uploads cycle over this many record-sized places of one buffer
+STREAM_FIELDS = ("hits", "late_hits", "misses", "bytes_read", "prefetch_issued")
+
+
+async def measure_io(gpu, reader, n_layers: int, n_experts: int, count: int = IO_RECORDS) -> dict:
+    """Read `count` records of experts.bin in file order (timed), then upload them through a staging ring (timed,
+    until the queue has run every copy). Record contents are real model bytes."""
+    size = reader.record_size
+    count = max(1, min(count, n_layers * n_experts))
+    keys = [(i // n_experts, i % n_experts) for i in range(count)]
+    t0 = time.perf_counter()
+    records = [await reader.read_record(layer, e) for layer, e in keys]
+    read_s = time.perf_counter() - t0
+    slots, stride = IO_SCRATCH_SLOTS, -(-size // 256) * 256
+    scratch = storage_buffer(gpu, slots * stride, "bench.io_scratch", extra_usage=COPY_DST)
+    ring = StagingRing(gpu, size, n=4, label="bench.io_staging")
+    try:
+        await ring.upload(scratch, 0, records[0])  # warm: the first map and copy
+        await ring.drain()
+        await gpu.queue.onSubmittedWorkDone()
+        t0 = time.perf_counter()
+        for i, data in enumerate(records):
+            await ring.upload(scratch, (i % slots) * stride, data)
+        await ring.drain()
+        await gpu.queue.onSubmittedWorkDone()
+        upload_s = time.perf_counter() - t0
+    finally:
+        ring.release()
+        scratch.destroy()
+    nbytes = count * size
+    both_s = read_s + upload_s
+    return {"records": count, "record_bytes": size, "bytes": nbytes, "read_ms": round(read_s * 1e3, 3),
+            "upload_ms": round(upload_s * 1e3, 3), "read_MBps": nbytes / read_s / 1e6 if read_s else None,
+            "upload_GBps": nbytes / upload_s / 1e9 if upload_s else None,
+            # one record's whole path (read, then upload) when neither overlaps the other: the streamer's floor
+            "read_upload_MBps": nbytes / both_s / 1e6 if both_s else None}
+
+
+def _snapshot(dec) -> dict:
+    st = dec.pool.streamer.counters
+    out = {f: st.total(f) for f in STREAM_FIELDS}
+    out["syncs"] = dec.stats["syncs"]
+    out["resumes"] = dec.stats["resumes"]
+    return out
+
+
+def _delta(a: dict, b: dict) -> dict:
+    return {k: b[k] - a[k] for k in a}
+
+
+async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: int, n_ctx: int, kv: str,
+                   lane_cap: int, warmup: int, routing: str = "auto") -> dict:
+    """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case)."""
+    # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py)
+    dec = await StoreDecoder.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
+                                        lane_cap=lane_cap, pool_fraction=fraction, routing=routing,
+                                        prefetch_depth=1)
+    try:
+        if dec.cache.n_ctx < n_ctx:
+            raise ValueError(f"prompt + decode = {n_ctx} tokens exceed the model's context ({dec.cache.n_ctx})")
+        ids = make_ids(dec.n_vocab)
+        cfg = dec.model.cfg
+        io = await measure_io(gpu, dec.reader, cfg.n_layer, cfg.n_expert)
+        for t in ids[:warmup]:
+            await dec.step(t)
+        dec.reset()
+
+        reps, step_ms, (s0, s1, s2), _ = await time_prefill_and_decode(dec, ids, n_decode, _snapshot)
+        prefill_ms = reps[0]["ms"]
+        decode_ms = sum(step_ms)
+        plan = dec.plan
+        return {
+            "fraction": fraction,
+            "routing": routing,
+            "mode": dec.stats["mode"],
+            "slots": plan.slots, "records": plan.n_records, "pool_bytes": plan.pool.total_bytes,
+            "gpu_bytes": dec.stats["gpu_bytes"]["total"],
+            "load_ms": round(dec.stats["load_ms"], 1),
+            "io": io,
+            "prefill": dict(_delta(s0, s1), tokens=len(ids), ms=round(prefill_ms, 3),
+                            tok_s=len(ids) / prefill_ms * 1e3),
+            "decode": dict(_delta(s1, s2), tokens=n_decode, ms=round(decode_ms, 3),
+                           tok_s=n_decode / decode_ms * 1e3, ms_median=round(sorted(step_ms)[len(step_ms) // 2], 4)),
+            "tokens": {"early_stop": dec.stats["early_stop_tokens"], "per_layer": dec.stats["per_layer_tokens"]},
+        }
+    finally:
+        dec.release()
