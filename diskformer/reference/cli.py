@@ -17,7 +17,7 @@ from ..commands.ids_args import add_step_arguments, step_arguments_error
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="diskformer reference", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", help="a qwen3moe or qwen35moe GGUF file")
+    ap.add_argument("model", help="a qwen3moe, qwen35moe or gemma4 GGUF file")
     add_step_arguments(ap)
     ap.add_argument("--f32", action="store_true", help="compute in float32 (default float64)")
     ap.add_argument("--q8-act", action="store_true",

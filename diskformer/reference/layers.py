@@ -4,6 +4,8 @@ Shapes: activations are (n_tokens, features); per-head tensors are (n_tokens, he
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .options import Options
@@ -22,6 +24,22 @@ def sigmoid(x):
 def softplus(x):
     # ggml_softplus: log(1 + exp(x)), which logaddexp computes without overflow
     return np.logaddexp(0.0, x)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # a Python float, so float32 inputs stay float32
+
+
+def gelu_tanh(x):
+    """ggml_gelu_f32, the tanh form: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))."""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)))
+
+
+def gelu_fp16_table(x):
+    """ggml-cpu's GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, otherwise the input rounded to fp16
+    looks up fp16(gelu_tanh in f32) in a 65536-entry table."""
+    h = x.astype(np.float16).astype(np.float32)
+    table = gelu_tanh(h).astype(np.float32).astype(np.float16).astype(x.dtype)
+    return np.where(x <= -10.0, 0.0, np.where(x >= 10.0, x, table)).astype(x.dtype)
 
 
 def softmax(x, axis=-1):
@@ -63,11 +81,12 @@ def rope_neox(x, positions, n_rot, base, pair_uses_position=None):
 
 
 # --- attention --------------------------------------------------------------------------------------------------
-def causal_attention(q, k_all, v_all, first_pos, scale):
+def causal_attention(q, k_all, v_all, first_pos, scale, window=None):
     """Softmax attention of new queries over all cached keys, causal, GQA.
 
     q: (n, H, D) for positions first_pos .. first_pos+n-1; k_all/v_all: (T, KV, D) for positions 0 .. T-1.
     Query head h reads KV head h // (H / KV) (ggml_mul_mat broadcasting: consecutive query heads share one KV head).
+    window: a sliding window; a key is masked when pos_q - pos_k >= window (llama.cpp LLAMA_SWA_TYPE_STANDARD).
     Returns (n, H, Dv).
     """
     n, n_head, d = q.shape
@@ -77,6 +96,8 @@ def causal_attention(q, k_all, v_all, first_pos, scale):
     scores = np.einsum("nkgd,tkd->kgnt", qg, k_all) * scale
     q_pos = first_pos + np.arange(n)
     future = np.arange(t)[None, :] > q_pos[:, None]  # (n, t)
+    if window is not None:
+        future |= q_pos[:, None] - np.arange(t)[None, :] >= window
     scores = np.where(future, -np.inf, scores)
     probs = softmax(scores, axis=-1)
     out = np.einsum("kgnt,tkd->nkgd", probs, v_all)
