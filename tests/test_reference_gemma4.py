@@ -3,8 +3,8 @@ comparison protocol: every model and prompt teacher-forced along llama.cpp's gre
 
 F32 models (weights on the Q4_0/Q6_K grid) with an exact GELU must meet the exact-GELU refs' per-step limits and the
 looser limits against the main refs; with ggml-cpu's fp16 GELU table emulated, the main refs' tight limits; with an
-f16 KV cache in float32, the f16 limits. Q4_0 models meet their statistical limits. Deliberately broken variants
-are rejected, which shows these tests can fail.
+f16 KV cache in float32, the f16 limits. Q4_0 models meet their statistical limits, and the tighter ones when
+ggml's activation rounding is emulated. Deliberately broken variants are rejected, which shows these tests can fail.
 """
 import gguf
 import numpy as np
@@ -15,7 +15,7 @@ from diskformer.reference import protocol
 from diskformer.reference.config import read_config
 from diskformer.reference.dequant import dequantize_q4_0, dequantize_q6_k, q4_0_planes
 from diskformer.reference.gemma4_config import Gemma4Config
-from diskformer.reference.layers import gelu_fp16_table, gelu_tanh
+from diskformer.reference.layers import fake_quantize_q8_k, gelu_fp16_table, gelu_tanh
 from diskformer.reference.model import ReferenceModel
 from diskformer.reference.options import Options
 from diskformer.reference.weights import GGUFWeights
@@ -136,6 +136,27 @@ def test_q4_0_models_meet_statistical_limits(gemma4_models, stem):
     refs, rows = teacher_forced_rows(load_model(gemma4_models, stem), stem)
     result = protocol.check_limits(stem, metrics(stem, refs, rows), TOLERANCES)
     assert result.passed, result.report()
+
+
+@pytest.mark.parametrize("stem", Q4_MODELS)
+def test_q4_0_models_with_ggml_activation_rounding_meet_the_tighter_limits(gemma4_models, stem):
+    # Q8_0 activations for Q4_0 products, Q8_K for the Q6_K output head, ggml-cpu's GELU table
+    options = Options(q8_activations=True, gelu_fp16_table=True)
+    refs, rows = teacher_forced_rows(load_model(gemma4_models, stem, options), stem)
+    result = protocol.check_limits(stem, metrics(stem, refs, rows), TOLERANCES, engine="q8emu")
+    assert result.passed, result.report()
+
+
+def test_q8_k_activation_rounding():
+    x = np.linspace(-3.0, 1.5, 512).astype(np.float32)
+    y = fake_quantize_q8_k(x)
+    for block, out in zip(x.reshape(2, 256), y.reshape(2, 256)):
+        m = block[np.argmax(np.abs(block))]
+        d = np.float32(1.0) / (np.float32(-127.0) / m)
+        assert np.allclose(out / d, np.rint(out / d)) and np.max(np.abs(out - block)) <= abs(d) / 2 + 1e-7
+    assert np.all(fake_quantize_q8_k(np.zeros(256, np.float32)) == 0)
+    with pytest.raises(ValueError, match="multiple of 256"):
+        fake_quantize_q8_k(np.zeros(100, np.float32))
 
 
 # --- the tests can fail -----------------------------------------------------------------------------------------

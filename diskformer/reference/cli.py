@@ -21,7 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_step_arguments(ap)
     ap.add_argument("--f32", action="store_true", help="compute in float32 (default float64)")
     ap.add_argument("--q8-act", action="store_true",
-                    help="emulate ggml's Q8_0 quantisation of the activations entering Q8_0 matrices")
+                    help="emulate ggml's quantisation of the activations entering quantised matrices "
+                         "(Q8_0 for Q8_0 and Q4_0 weights, Q8_K for Q6_K)")
     ap.add_argument("--kv-f16", action="store_true", help="round K and V to float16 in the cache")
     return ap
 

@@ -131,31 +131,57 @@ def quantize_q8_0(x):
     return codes, d
 
 
+QK_K = 256  # values per Q8_K block
+
+
+def fake_quantize_q8_k(x):
+    """Round x to what ggml's quantize_row_q8_K stores (the activations of a Q6_K product), then back to x.dtype.
+
+    Per 256 values: m = the value of largest magnitude (the first one), iscale = -127/m, q = min(127,
+    round-half-even(iscale * x)), d = 1/iscale, all in f32 (ggml quantize_row_q8_K_ref); the value is d * q.
+    """
+    shape = x.shape
+    if shape[-1] % QK_K:
+        raise ValueError(f"Q8_K activation quantisation needs a multiple of {QK_K} inputs, got {shape[-1]}")
+    blocks = x.astype(np.float32).reshape(*shape[:-1], shape[-1] // QK_K, QK_K)
+    first_max = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=-1)[..., None], axis=-1)
+    with np.errstate(divide="ignore"):
+        iscale = np.where(first_max != 0, np.float32(-127.0) / first_max, np.float32(0.0)).astype(np.float32)
+        d = np.where(iscale != 0, np.float32(1.0) / iscale, np.float32(0.0)).astype(np.float32)
+    codes = np.minimum(np.rint(blocks * iscale), np.float32(127.0))
+    return (codes * d).astype(x.dtype).reshape(shape)
+
+
 # --- weights as operators ---------------------------------------------------------------------------------------
 class Linear:
-    """y = x @ W.T for a GGUF matrix with ne (in, out), i.e. numpy W of shape (out, in)."""
+    """y = x @ W.T for a GGUF matrix with ne (in, out), i.e. numpy W of shape (out, in).
+    quantize_input: None, or the activation rounding of llama.cpp's CPU backend for this weight type."""
 
-    def __init__(self, weight, quantize_input=False):
+    def __init__(self, weight, quantize_input=None):
         self.weight = weight
         self.quantize_input = quantize_input
 
     def __call__(self, x):
         if self.quantize_input:
-            x = fake_quantize_q8_0(x)
+            x = self.quantize_input(x)
         return x @ self.weight.T
 
 
 class Experts:
     """Stacked expert matrices, GGUF ne (in, out, n_expert) -> numpy (n_expert, out, in)."""
 
-    def __init__(self, weight, quantize_input=False):
+    def __init__(self, weight, quantize_input=None):
         self.weight = weight
         self.quantize_input = quantize_input
 
     def apply(self, expert, x):
         if self.quantize_input:
-            x = fake_quantize_q8_0(x)
+            x = self.quantize_input(x)
         return x @ self.weight[expert].T
+
+
+# the activation format ggml-cpu quantises a product's input to, by weight type (the type's vec_dot_type)
+ACTIVATION_ROUNDING = {"Q8_0": fake_quantize_q8_0, "Q4_0": fake_quantize_q8_0, "Q6_K": fake_quantize_q8_k}
 
 
 class Params:
@@ -166,7 +192,9 @@ class Params:
         self.options = options
 
     def _quantize_input(self, name):
-        return self.options.q8_activations and self.weights.type_name(name) == "Q8_0"
+        if not self.options.q8_activations:
+            return None
+        return ACTIVATION_ROUNDING.get(self.weights.type_name(name))
 
     def has(self, name):
         return self.weights.has(name)
