@@ -6,12 +6,15 @@ looser limits against the main refs; with ggml-cpu's fp16 GELU table emulated, t
 f16 KV cache in float32, the f16 limits. Q4_0 models meet their statistical limits, and the tighter ones when
 ggml's activation rounding is emulated. Deliberately broken variants are rejected, which shows these tests can fail.
 """
+import json
+
 import gguf
 import numpy as np
 import pytest
 
 from conftest import GEMMA4_REFS
 from diskformer.reference import protocol
+from diskformer.reference.cli import main as cli_main
 from diskformer.reference.config import read_config
 from diskformer.reference.dequant import dequantize_q4_0, dequantize_q6_k, q4_0_planes
 from diskformer.reference.gemma4_config import Gemma4Config
@@ -157,6 +160,24 @@ def test_q8_k_activation_rounding():
     assert np.all(fake_quantize_q8_k(np.zeros(256, np.float32)) == 0)
     with pytest.raises(ValueError, match="multiple of 256"):
         fake_quantize_q8_k(np.zeros(100, np.float32))
+
+
+def test_cli_scores_gemma4_with_either_gelu(gemma4_models, capsys):
+    stem = "micro-gemma4-f32"
+    p = protocol.load_refs(stem, GEMMA4_REFS)["prompts"][1]
+    forced = ",".join(map(str, p["greedy_ids"][:3]))
+    # exact GELU against the exact-GELU refs, ggml-cpu's table against the main refs, each within its d5 limit
+    limits = TOLERANCES["models"][stem]
+    cases = (([], p["exact_gelu"]["steps"], limits["f32_kv_cache_exact_gelu"]["d5_max"]),
+             (["--gelu-table"], p["steps"], limits["f32_kv_cache_ggml_gelu"]["d5_max"]))
+    for flags, steps, d5_max in cases:
+        assert cli_main([str(gemma4_models / f"{stem}.gguf"), "--ids", json.dumps(p["prompt_ids"]),
+                         "--teacher-force", forced, *flags]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["greedy_ids"] == p["greedy_ids"][:4]
+        for got, want in zip(out["steps"], steps):
+            ours = dict((int(i), lp) for i, lp in got["top"])
+            assert max(abs(ours[int(t[0])] - t[1]) for t in want["top"]) <= d5_max
 
 
 # --- the tests can fail -----------------------------------------------------------------------------------------

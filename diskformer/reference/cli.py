@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="emulate ggml's quantisation of the activations entering quantised matrices "
                          "(Q8_0 for Q8_0 and Q4_0 weights, Q8_K for Q6_K)")
     ap.add_argument("--kv-f16", action="store_true", help="round K and V to float16 in the cache")
+    ap.add_argument("--gelu-table", action="store_true",
+                    help="gemma4: GELU through ggml-cpu's fp16 table, as llama.cpp's CPU backend computes it "
+                         "(default: exactly)")
     return ap
 
 
@@ -47,7 +50,7 @@ def main(argv) -> int:
     from .options import Options
 
     options = Options(dtype=np.float32 if args.f32 else np.float64, q8_activations=args.q8_act,
-                      kv_f16=args.kv_f16)
+                      kv_f16=args.kv_f16, gelu_fp16_table=args.gelu_table)
     try:
         model = ReferenceModel(args.model, options)
     except (FileNotFoundError, KeyError, ValueError, NotImplementedError) as exc:
