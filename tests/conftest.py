@@ -1,5 +1,6 @@
 """Shared pytest fixtures: where the repo, the shared folder and the generated fixture models are."""
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,10 +8,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# the shared folder sits beside the repository; DISKFORMER_SHARED names another place for a checkout elsewhere
+SHARED = Path(os.environ.get("DISKFORMER_SHARED") or REPO.parent / "shared")
 FIXTURES = SHARED / "fixtures"
 REFS = FIXTURES / "refs"
 MODELS_DIR = REPO / "fixtures" / "models"
+GEMMA4_FIXTURES = SHARED / "fixtures-gemma4"
+GEMMA4_REFS = GEMMA4_FIXTURES / "refs"
+# generated gemma4 GGUFs; DISKFORMER_GEMMA4_MODELS names another (writable) folder for them
+GEMMA4_MODELS_DIR = Path(os.environ.get("DISKFORMER_GEMMA4_MODELS") or REPO / "fixtures" / "models-gemma4")
 
 
 def _sha256(path: Path) -> str:
@@ -21,26 +27,32 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _expected_sums() -> dict:
-    lines = (FIXTURES / "models" / "SHA256SUMS").read_text().split("\n")
+def _expected_sums(fixtures: Path = FIXTURES) -> dict:
+    lines = (fixtures / "models" / "SHA256SUMS").read_text().split("\n")
     return {name: digest for digest, name in (l.split() for l in lines if l.strip())}
 
 
-def ensure_fixture_models() -> Path:
+def ensure_fixture_models(fixtures: Path = FIXTURES, models_dir: Path = MODELS_DIR) -> Path:
     """Regenerate the fixture GGUFs byte for byte (shared/ is read-only) into an ignored folder of the repo."""
-    want = _expected_sums()
-    missing = [n for n in want if not (MODELS_DIR / n).exists()]
+    want = _expected_sums(fixtures)
+    missing = [n for n in want if not (models_dir / n).exists()]
     if missing:
-        subprocess.run([sys.executable, str(FIXTURES / "make_models.py"), str(MODELS_DIR)], check=True)
+        subprocess.run([sys.executable, str(fixtures / "make_models.py"), str(models_dir)], check=True)
     for name, digest in want.items():
-        if _sha256(MODELS_DIR / name) != digest:
-            raise RuntimeError(f"fixture model {name} does not match SHA256SUMS; delete {MODELS_DIR} and re-run")
-    return MODELS_DIR
+        if _sha256(models_dir / name) != digest:
+            raise RuntimeError(f"fixture model {name} does not match SHA256SUMS; delete {models_dir} and re-run")
+    return models_dir
 
 
 @pytest.fixture(scope="session")
 def fixture_models() -> Path:
     return ensure_fixture_models()
+
+
+@pytest.fixture(scope="session")
+def gemma4_models() -> Path:
+    """The gemma4 fixture GGUFs (../shared/fixtures-gemma4), generated on first use."""
+    return ensure_fixture_models(GEMMA4_FIXTURES, GEMMA4_MODELS_DIR)
 
 
 @pytest.fixture(scope="session")

@@ -17,12 +17,16 @@ from ..commands.ids_args import add_step_arguments, step_arguments_error
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="diskformer reference", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", help="a qwen3moe or qwen35moe GGUF file")
+    ap.add_argument("model", help="a qwen3moe, qwen35moe or gemma4 GGUF file")
     add_step_arguments(ap)
     ap.add_argument("--f32", action="store_true", help="compute in float32 (default float64)")
     ap.add_argument("--q8-act", action="store_true",
-                    help="emulate ggml's Q8_0 quantisation of the activations entering Q8_0 matrices")
+                    help="emulate ggml's quantisation of the activations entering quantised matrices "
+                         "(Q8_0 for Q8_0 and Q4_0 weights, Q8_K for Q6_K)")
     ap.add_argument("--kv-f16", action="store_true", help="round K and V to float16 in the cache")
+    ap.add_argument("--gelu-table", action="store_true",
+                    help="gemma4: GELU through ggml-cpu's fp16 table, as llama.cpp's CPU backend computes it "
+                         "(default: exactly)")
     return ap
 
 
@@ -46,7 +50,7 @@ def main(argv) -> int:
     from .options import Options
 
     options = Options(dtype=np.float32 if args.f32 else np.float64, q8_activations=args.q8_act,
-                      kv_f16=args.kv_f16)
+                      kv_f16=args.kv_f16, gelu_fp16_table=args.gelu_table)
     try:
         model = ReferenceModel(args.model, options)
     except (FileNotFoundError, KeyError, ValueError, NotImplementedError) as exc:

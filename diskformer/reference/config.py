@@ -1,4 +1,5 @@
-"""Hyper-parameters of a qwen3moe / qwen35moe GGUF, read from its `{arch}.*` keys (field names follow the keys).
+"""Hyper-parameters of a qwen3moe / qwen35moe GGUF, read from its `{arch}.*` keys (field names follow the keys);
+gemma4 files get their own config (gemma4_config.py), which read_config returns for them.
 
 The layer pattern of qwen35moe follows llama.cpp's `llama_model_qwen35moe::load_arch_hparams`: the boolean array
 `attention.recurrent_layers` when present, else layer i is recurrent (Gated DeltaNet) when
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SUPPORTED_ARCHS = ("qwen3moe", "qwen35moe")
+SUPPORTED_ARCHS = ("qwen3moe", "qwen35moe", "gemma4")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ def read_config(w) -> ModelConfig:
     """`w` is a weights.GGUFWeights."""
     if w.arch not in SUPPORTED_ARCHS:
         raise ValueError(f"{w.path.name}: architecture {w.arch!r} is not supported (only {', '.join(SUPPORTED_ARCHS)})")
+    if w.arch == "gemma4":  # per-layer head sizes and rope: its own config (gemma4_config.py)
+        from .gemma4_config import read_gemma4_config
+        return read_gemma4_config(w)
     k = w.arch_key
     n_layers = int(k("block_count"))
     if w.has_key(f"{w.arch}.nextn_predict_layers"):

@@ -4,6 +4,8 @@ Shapes: activations are (n_tokens, features); per-head tensors are (n_tokens, he
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .options import Options
@@ -22,6 +24,22 @@ def sigmoid(x):
 def softplus(x):
     # ggml_softplus: log(1 + exp(x)), which logaddexp computes without overflow
     return np.logaddexp(0.0, x)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # a Python float, so float32 inputs stay float32
+
+
+def gelu_tanh(x):
+    """ggml_gelu_f32, the tanh form: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))."""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)))
+
+
+def gelu_fp16_table(x):
+    """ggml-cpu's GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, otherwise the input rounded to fp16
+    looks up fp16(gelu_tanh in f32) in a 65536-entry table."""
+    h = x.astype(np.float16).astype(np.float32)
+    table = gelu_tanh(h).astype(np.float32).astype(np.float16).astype(x.dtype)
+    return np.where(x <= -10.0, 0.0, np.where(x >= 10.0, x, table)).astype(x.dtype)
 
 
 def softmax(x, axis=-1):
@@ -63,11 +81,12 @@ def rope_neox(x, positions, n_rot, base, pair_uses_position=None):
 
 
 # --- attention --------------------------------------------------------------------------------------------------
-def causal_attention(q, k_all, v_all, first_pos, scale):
+def causal_attention(q, k_all, v_all, first_pos, scale, window=None):
     """Softmax attention of new queries over all cached keys, causal, GQA.
 
     q: (n, H, D) for positions first_pos .. first_pos+n-1; k_all/v_all: (T, KV, D) for positions 0 .. T-1.
     Query head h reads KV head h // (H / KV) (ggml_mul_mat broadcasting: consecutive query heads share one KV head).
+    window: a sliding window; a key is masked when pos_q - pos_k >= window (llama.cpp LLAMA_SWA_TYPE_STANDARD).
     Returns (n, H, Dv).
     """
     n, n_head, d = q.shape
@@ -77,6 +96,8 @@ def causal_attention(q, k_all, v_all, first_pos, scale):
     scores = np.einsum("nkgd,tkd->kgnt", qg, k_all) * scale
     q_pos = first_pos + np.arange(n)
     future = np.arange(t)[None, :] > q_pos[:, None]  # (n, t)
+    if window is not None:
+        future |= q_pos[:, None] - np.arange(t)[None, :] >= window
     scores = np.where(future, -np.inf, scores)
     probs = softmax(scores, axis=-1)
     out = np.einsum("kgnt,tkd->nkgd", probs, v_all)
@@ -110,31 +131,57 @@ def quantize_q8_0(x):
     return codes, d
 
 
+QK_K = 256  # values per Q8_K block
+
+
+def fake_quantize_q8_k(x):
+    """Round x to what ggml's quantize_row_q8_K stores (the activations of a Q6_K product), then back to x.dtype.
+
+    Per 256 values: m = the value of largest magnitude (the first one), iscale = -127/m, q = min(127,
+    round-half-even(iscale * x)), d = 1/iscale, all in f32 (ggml quantize_row_q8_K_ref); the value is d * q.
+    """
+    shape = x.shape
+    if shape[-1] % QK_K:
+        raise ValueError(f"Q8_K activation quantisation needs a multiple of {QK_K} inputs, got {shape[-1]}")
+    blocks = x.astype(np.float32).reshape(*shape[:-1], shape[-1] // QK_K, QK_K)
+    first_max = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=-1)[..., None], axis=-1)
+    with np.errstate(divide="ignore"):
+        iscale = np.where(first_max != 0, np.float32(-127.0) / first_max, np.float32(0.0)).astype(np.float32)
+        d = np.where(iscale != 0, np.float32(1.0) / iscale, np.float32(0.0)).astype(np.float32)
+    codes = np.minimum(np.rint(blocks * iscale), np.float32(127.0))
+    return (codes * d).astype(x.dtype).reshape(shape)
+
+
 # --- weights as operators ---------------------------------------------------------------------------------------
 class Linear:
-    """y = x @ W.T for a GGUF matrix with ne (in, out), i.e. numpy W of shape (out, in)."""
+    """y = x @ W.T for a GGUF matrix with ne (in, out), i.e. numpy W of shape (out, in).
+    quantize_input: None, or the activation rounding of llama.cpp's CPU backend for this weight type."""
 
-    def __init__(self, weight, quantize_input=False):
+    def __init__(self, weight, quantize_input=None):
         self.weight = weight
         self.quantize_input = quantize_input
 
     def __call__(self, x):
         if self.quantize_input:
-            x = fake_quantize_q8_0(x)
+            x = self.quantize_input(x)
         return x @ self.weight.T
 
 
 class Experts:
     """Stacked expert matrices, GGUF ne (in, out, n_expert) -> numpy (n_expert, out, in)."""
 
-    def __init__(self, weight, quantize_input=False):
+    def __init__(self, weight, quantize_input=None):
         self.weight = weight
         self.quantize_input = quantize_input
 
     def apply(self, expert, x):
         if self.quantize_input:
-            x = fake_quantize_q8_0(x)
+            x = self.quantize_input(x)
         return x @ self.weight[expert].T
+
+
+# the activation format ggml-cpu quantises a product's input to, by weight type (the type's vec_dot_type)
+ACTIVATION_ROUNDING = {"Q8_0": fake_quantize_q8_0, "Q4_0": fake_quantize_q8_0, "Q6_K": fake_quantize_q8_k}
 
 
 class Params:
@@ -145,7 +192,9 @@ class Params:
         self.options = options
 
     def _quantize_input(self, name):
-        return self.options.q8_activations and self.weights.type_name(name) == "Q8_0"
+        if not self.options.q8_activations:
+            return None
+        return ACTIVATION_ROUNDING.get(self.weights.type_name(name))
 
     def has(self, name):
         return self.weights.has(name)

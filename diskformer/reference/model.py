@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import qwen3moe, qwen35moe
+from . import gemma4, qwen3moe, qwen35moe
 from .config import read_config
 from .layers import Linear, Params, rms_norm
 from .options import Options
 from .weights import GGUFWeights
 
-ARCHITECTURES = {"qwen3moe": qwen3moe, "qwen35moe": qwen35moe}
+ARCHITECTURES = {"qwen3moe": qwen3moe, "qwen35moe": qwen35moe, "gemma4": gemma4}
 
 
 class ReferenceModel:
@@ -33,6 +33,9 @@ class ReferenceModel:
         self.output = params.linear("output.weight") if params.has("output.weight") else \
             params.linear("token_embd.weight")
         self.eps = self.config.rms_eps * self.options.rms_eps_scale
+        # gemma4: the embedding is scaled by sqrt(hidden), the logits soft-capped (neither for the qwen models)
+        self.embedding_scale = getattr(self.config, "embedding_scale", 1.0)
+        self.softcap = getattr(self.config, "final_logit_softcapping", 0.0)
         self.reset()
 
     def reset(self):
@@ -48,20 +51,28 @@ class ReferenceModel:
             raise ValueError(f"token id out of range 0..{self.config.n_vocab - 1}: {ids.min()}..{ids.max()}")
         positions = self.position + np.arange(ids.size)
         x = self.token_embd[ids]
+        if self.embedding_scale != 1.0:
+            x = x * self.embedding_scale
         for block, state in zip(self.blocks, self.states):
             x = block(x, state, positions)
         self.position += ids.size
         return rms_norm(x, self.output_norm, self.eps)
 
+    def _logits(self, h):
+        logits = self.output(h)
+        if self.softcap:
+            logits = self.softcap * np.tanh(logits / self.softcap)
+        return logits
+
     def prefill(self, ids, all_logits=False):
         """Feed ids as one batch after what was fed so far. Returns the logits after the last id (n_vocab,), or
         with all_logits every position's (n, n_vocab)."""
         h = self._hidden(ids)
-        return self.output(h) if all_logits else self.output(h[-1:])[0]
+        return self._logits(h) if all_logits else self._logits(h[-1:])[0]
 
     def step(self, token_id):
         """Feed one id; returns the logits of the next position (n_vocab,)."""
-        return self.output(self._hidden([int(token_id)]))[0]
+        return self._logits(self._hidden([int(token_id)]))[0]
 
     def teacher_forced(self, prompt_ids, forced_ids):
         """From an empty state: prefill the prompt in one batch, then feed forced_ids one at a time. Returns

@@ -15,6 +15,7 @@ class Options:
     dtype: type = np.float64  # compute (and weight) precision: np.float64 or np.float32
     q8_activations: bool = False  # emulate ggml's Q8_0 quantisation of the input of every Q8_0 product
     kv_f16: bool = False  # round K and V to float16 when they enter the cache (an f16 KV cache)
+    gelu_fp16_table: bool = False  # gemma4: GELU through ggml-cpu's fp16 table instead of exactly
     # deliberate errors (tests only) -------------------------------------------------------------------------------
     renormalize_experts: bool = True  # False: top-k expert weights are not renormalised
     attention_output_gate: bool = True  # False: qwen35moe full attention skips its sigmoid output gate

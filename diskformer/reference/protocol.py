@@ -19,13 +19,17 @@ use it the same way.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-# the shared fixtures sit beside the repository: <repo>/../shared/fixtures/refs
-DEFAULT_REFS_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "refs"
+# the shared fixtures sit beside the repository: <repo>/../shared/fixtures/refs (DISKFORMER_SHARED names another
+# place for the shared folder, as in tests/conftest.py)
+SHARED_DIR = Path(os.environ.get("DISKFORMER_SHARED") or Path(__file__).resolve().parents[2].parent / "shared")
+DEFAULT_REFS_DIR = SHARED_DIR / "fixtures" / "refs"
+GEMMA4_REFS_DIR = SHARED_DIR / "fixtures-gemma4" / "refs"
 
 KV_CHOICES = ("f32", "f16")
 ENGINE_CHOICES = ("f32act", "q8emu")  # f32 activations, or emulating ggml's Q8_0 activation quantisation
@@ -43,12 +47,22 @@ def load_refs(stem: str, refs_dir=None) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def load_step0_logits(stem: str, index: int, refs_dir=None) -> np.ndarray:
-    """The full step-0 logits of prompt `index`: n_vocab little-endian float32, no header."""
-    path = _dir(refs_dir) / f"{stem}.{index}.logits.f32"
+def load_step0_logits(stem: str, index: int, refs_dir=None, variant: str | None = None) -> np.ndarray:
+    """The full step-0 logits of prompt `index`: n_vocab little-endian float32, no header. variant: e.g.
+    'exact_gelu' for the gemma4 F32 refs computed with an exact GELU (`<stem>.<i>.exact_gelu.logits.f32`)."""
+    name = f"{stem}.{index}.logits.f32" if variant is None else f"{stem}.{index}.{variant}.logits.f32"
+    path = _dir(refs_dir) / name
     if not path.is_file():
         raise FileNotFoundError(f"no step-0 logits for {stem!r} prompt {index}: {path} does not exist")
     return np.fromfile(path, dtype="<f4")
+
+
+def exact_gelu_prompt(prompt: dict) -> dict:
+    """A prompt entry that scores against its exact-GELU refs (gemma4 F32 models, prompts[i].exact_gelu): the same
+    teacher-forced sequence, with the exact-GELU top-5, margins and argmax in place of steps and greedy_ids (feed
+    the original prompt's greedy_ids, score with this view)."""
+    ref = prompt["exact_gelu"]
+    return dict(prompt, steps=ref["steps"], greedy_ids=ref["argmax"])
 
 
 def load_tolerances(refs_dir=None) -> dict:
@@ -161,14 +175,17 @@ def _margin_failures(prompts, threshold):
             if not ok and m >= threshold]
 
 
-def check_limits(model_stem: str, metrics, tolerances, kv: str = "f32", engine: str = "f32act") -> CheckResult:
+def check_limits(model_stem: str, metrics, tolerances, kv: str = "f32", engine: str = "f32act",
+                 limits_key: str | None = None) -> CheckResult:
     """Apply refs/tolerances.json to the metrics of one model.
 
     metrics: a list of PromptMetrics (one per prompt scored). tolerances: the parsed tolerances.json (or a path).
     kv: the engine's KV cache precision ('f32' or 'f16'). engine: 'f32act' (f32 activations) or 'q8emu' (emulates
     ggml's Q8_0 activation quantisation). F32 models use the kv-dependent per-step limits whatever the engine
     (llama.cpp does not quantise activations for F32 weights); Q8_0 models use the engine-dependent statistical
-    limits whatever the kv (an f16 cache moves them far less than those limits).
+    limits whatever the kv (an f16 cache moves them far less than those limits); gemma4's Q4_0 models likewise.
+    limits_key: for F32 models, the entry's limits to use instead of the kv-dependent one (gemma4's F32 models
+    name theirs by reference set and GELU: 'f32_kv_cache_exact_gelu', 'f32_kv_cache_ggml_gelu', ...).
     """
     if kv not in KV_CHOICES:
         raise ValueError(f"kv must be one of {KV_CHOICES}, not {kv!r}")
@@ -184,7 +201,11 @@ def check_limits(model_stem: str, metrics, tolerances, kv: str = "f32", engine: 
     summary = summarize(prompts)
     reasons = []
     if entry["weights"] == "F32":
-        limits = entry["f32_kv_cache" if kv == "f32" else "f16_kv_cache"]
+        key = limits_key or ("f32_kv_cache" if kv == "f32" else "f16_kv_cache")
+        if key not in entry:
+            raise KeyError(f"tolerances for {model_stem!r} have no {key!r} limits "
+                           f"(known: {', '.join(k for k in entry if isinstance(entry[k], dict))})")
+        limits = entry[key]
         over = [(p.index, s, v) for p in prompts for s, v in enumerate(p.d5) if v > limits["d5_max"]]
         if over:
             i, s, v = max(over, key=lambda t: t[2])

@@ -1,14 +1,17 @@
 """Read tensors and metadata from a GGUF file (via the `gguf` package's GGUFReader) and dequantise them.
 
-Only the tensor types of the target models are handled: F32, F16 and Q8_0. Q8_0 is decoded here rather than with
-`gguf.quants` so the layout is written down once (a test checks both agree): each block is 34 bytes, a float16
-scale `d` followed by 32 int8 codes `q`, and the value is `d * q` (ggml `dequantize_row_q8_0`).
+Only the tensor types of the target models are handled: F32, F16, Q8_0, and for gemma4 Q4_0 and Q6_K (dequant.py).
+Q8_0 is decoded here rather than with `gguf.quants` so the layout is written down once (a test checks both agree):
+each block is 34 bytes, a float16 scale `d` followed by 32 int8 codes `q`, and the value is `d * q` (ggml
+`dequantize_row_q8_0`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+
+from .dequant import dequantize_q4_0, dequantize_q6_k
 
 QK8_0 = 32  # values per Q8_0 block
 Q8_0_BLOCK_BYTES = 2 + QK8_0
@@ -86,9 +89,14 @@ class GGUFWeights:
         kind = t.tensor_type.name
         if kind == "Q8_0":
             return dequantize_q8_0(t.data, dtype)
+        if kind == "Q4_0":
+            return dequantize_q4_0(t.data, dtype)
+        if kind == "Q6_K":
+            return dequantize_q6_k(t.data, dtype)
         if kind in ("F32", "F16"):
             return np.asarray(t.data).astype(dtype)
-        raise NotImplementedError(f"{self.path.name}: tensor {name!r} has type {kind}; only F32, F16, Q8_0 are read")
+        raise NotImplementedError(f"{self.path.name}: tensor {name!r} has type {kind}; "
+                                  "only F32, F16, Q8_0, Q4_0 and Q6_K are read")
 
     def q8_0(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Codes and scales of a Q8_0 tensor (for the activation-quantisation emulation)."""

@@ -24,7 +24,7 @@ from .prefix import plan_reuse
 from .sampling import Sampler, SamplingParams
 from .stats import GenerationStats
 from .stream import GenerationStream
-from .thinking import THINKING, ThinkingSplitter, prompt_opens_thinking
+from .thinking import THINKING, ThinkingSplitter, prompt_opens_thinking, thinking_tags
 
 STOP, LENGTH, ABORT, CONTEXT_FULL = "stop", "length", "abort", "context_full"
 
@@ -82,12 +82,14 @@ class Generator:
         """Answer the chat `messages` (see generate_ids for the options)."""
         prompt = render_chat(messages, self.arch, thinking)
         ids = self.tokenizer.encode(prompt, parse_special=True)
-        return await self.generate_ids(ids, in_thinking=prompt_opens_thinking(prompt), **options)
+        in_thinking = prompt_opens_thinking(prompt, thinking_tags(self.arch))
+        return await self.generate_ids(ids, in_thinking=in_thinking, **options)
 
     async def complete(self, prompt_text: str, **options) -> GenerationResult:
         """Continue a raw prompt (special tokens in it are parsed)."""
         ids = self.tokenizer.encode(prompt_text, parse_special=True)
-        return await self.generate_ids(ids, in_thinking=prompt_opens_thinking(prompt_text), **options)
+        in_thinking = prompt_opens_thinking(prompt_text, thinking_tags(self.arch))
+        return await self.generate_ids(ids, in_thinking=in_thinking, **options)
 
     def stream(self, messages, *, thinking: bool = False, **options) -> GenerationStream:
         """generate() as an async iterator of Delta; the result is on the iterator's .result afterwards."""
@@ -143,7 +145,8 @@ class Generator:
         backend = self.backend
         t0 = self._clock()
         stats = GenerationStats(prompt_tokens=len(prompt), seed=sampler.seed)
-        out = _Output(ThinkingSplitter(in_thinking), StreamDecoder(self.tokenizer), on_delta)
+        splitter = ThinkingSplitter(in_thinking, thinking_tags(self.arch))
+        out = _Output(splitter, StreamDecoder(self.tokenizer), on_delta)
 
         k = sampler.candidates_needed(backend.max_candidates)
         hint = getattr(backend, "expect_candidates", None)  # optional: a GPU backend then reads back only what k needs

@@ -5,7 +5,8 @@ per tensor, or two for Q8_0/Q4_0: codes and f16 scales, each plane 256-byte alig
 fixed-size record per (layer, expert) at (layer * E + e) * record_size). A record holds, each sub-plane 256-byte
 aligned: gate codes, up codes (together: gate‖up codes), gate scales, up scales, down codes, down scales. An expert
 tensor whose type does not split (F32, F16, Q6_K, ...) keeps its raw bytes in the "codes" sub-plane and has an
-empty "scales" sub-plane.
+empty "scales" sub-plane. A fused gate|up tensor (gemma4's ffn_gate_up_exps) fills the gate and up sub-planes
+from each expert's two halves (fused_experts.py).
 
 `plan_units` turns the layout into the ingest work list: units in source-file order that cover the whole file
 [0, size) without gaps, each at most `chunk_bytes` long and cut only at block boundaries, so the source is read
@@ -15,6 +16,7 @@ covered by units but go nowhere; the ingest engine keeps any that are not zero s
 import re
 
 from ..gguf.types import BLOCK_LAYOUTS, GGMLType
+from .fused_experts import fused_gate_up_halves
 
 ALIGN = 256
 FORMAT_VERSION = 1
@@ -123,6 +125,10 @@ class StoreLayout:
         expert_tensors = {}
         off = 0
         for t in sorted(header.tensors, key=lambda t: t.abs_offset):
+            halves = fused_gate_up_halves(t)
+            if halves:
+                expert_tensors.update(halves)
+                continue
             m = _EXPERT_NAME.match(t.name)
             if m:
                 expert_tensors[(int(m.group(1)), m.group(2))] = t
@@ -217,13 +223,14 @@ def _segments(layout: StoreLayout):
         return
     for (l, part), t in layout.expert_tensors.items():
         per = t.nbytes // ex.n_experts
+        stride = getattr(t, "expert_stride", per)  # a fused gate|up half: its experts lie further apart
         ttype = int(t.type)
         split = ttype if ttype in SPLIT_TYPES else None
         for e in range(ex.n_experts):
             rec = ex.record_offset(l, e)
             names = [f"{part}_codes", f"{part}_scales"] if split else [f"{part}_codes"]
             dst = [(EXPERTS_FILE, rec + ex.planes[nm][0], record_key(ex, l, e, nm)) for nm in names]
-            yield t.abs_offset + e * per, per, block_bytes(ttype), split, dst
+            yield t.abs_offset + e * stride, per, block_bytes(ttype), split, dst
 
 
 def _advance(dst, split, nbytes):

@@ -1,4 +1,5 @@
-"""Tokenizer and chat template of the engine: llama.cpp-exact byte-level BPE (qwen2 / qwen35 pre-tokenizers)."""
+"""Tokenizers and chat templates of the engine, llama.cpp-exact: byte-level BPE (qwen2 / qwen35 pre-tokenizers)
+and Gemma 4's SentencePiece-style BPE (Tokenizer.from_gguf_metadata picks by `tokenizer.ggml.model`)."""
 from .chat import render_chat
 from .decoder import StreamDecoder
 from .tokenizer import Tokenizer

@@ -29,11 +29,14 @@ class BytePairEncoder:
         """Token ids of one pre-tokenized word (the returned list is shared with the cache: do not modify it)."""
         ids = self.cache.get(word)
         if ids is None:
-            ids = self._ids(self._merge(text_to_symbols(word)))
+            ids = self._encode_uncached(word)
             if len(self.cache) >= self.cache_limit:
                 self.cache.clear()
             self.cache[word] = ids
         return ids
+
+    def _encode_uncached(self, word: str) -> list:
+        return self._ids(self._merge(text_to_symbols(word)))
 
     def _merge(self, word: str) -> list:
         sym = list(word)

@@ -1,4 +1,5 @@
-"""ChatML prompts for Qwen3 (qwen3moe) and Qwen3.5/3.6 (qwen35moe), as their own chat templates render them.
+"""ChatML prompts for Qwen3 (qwen3moe) and Qwen3.5/3.6 (qwen35moe), as their own chat templates render them
+(Gemma 4's turns are in chat_gemma4.py; render_chat picks by architecture).
 
     <|im_start|>{role}\\n{content}<|im_end|>\\n     per message
     <|im_start|>assistant\\n                        generation prompt, then
@@ -17,7 +18,9 @@ Checked against llama.cpp's /apply-template of [user "Hello"] on the fixture mod
 equal to render_chat(..., "qwen3moe", thinking=True). The qwen35moe fixture files carry Qwen3's template, so
 llama.cpp renders no '<think>\\n' for them; this module follows Qwen3.5's own template there.
 """
-ARCHS = ("qwen3moe", "qwen35moe")
+from .chat_gemma4 import render_gemma4
+
+ARCHS = ("qwen3moe", "qwen35moe", "gemma4")
 
 
 def _split_reasoning(content: str):
@@ -39,6 +42,8 @@ def render_chat(messages, arch: str, thinking: bool, add_generation_prompt: bool
     """Prompt text for `messages` (dicts with 'role' and 'content'; assistant may carry 'reasoning_content')."""
     if arch not in ARCHS:
         raise ValueError(f"no chat template for architecture {arch!r} (known: {', '.join(ARCHS)})")
+    if arch == "gemma4":
+        return render_gemma4(messages, thinking, add_generation_prompt)
     last_query = len(messages) - 1
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user" and not _is_tool_result(messages[i]):

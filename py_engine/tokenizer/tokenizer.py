@@ -1,4 +1,5 @@
 """The model's tokenizer (GGUF `tokenizer.ggml.model = gpt2`): text <-> token ids, bit-exact with llama.cpp.
+(Gemma 4's `gemma4` tokenizer is the subclass in sentencepiece.py; from_gguf_metadata picks the right one.)
 
 encode: special tokens cut the text first (special.py), each remaining fragment is split into words by the
 pre-tokenizer (pretokenize.py), each word becomes byte-level symbols and then BPE tokens (bpe.py).
@@ -16,6 +17,28 @@ from .token_attrs import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, derive_at
 STOP_TEXTS = ("<|im_end|>", "<|endoftext|>")
 
 
+def _metadata_args(metadata: dict) -> dict:
+    """The constructor's arguments from GGUF key/values."""
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    merges = metadata.get("tokenizer.ggml.merges")
+    if tokens is None or merges is None:
+        raise ValueError("GGUF metadata lacks tokenizer.ggml.tokens or tokenizer.ggml.merges")
+    tokens = list(tokens)
+    n = len(tokens)
+    return dict(
+        tokens=tokens, merges=merges,
+        pre=metadata.get("tokenizer.ggml.pre") or "default",
+        token_types=metadata.get("tokenizer.ggml.token_type"),
+        bos_id=_opt_id(metadata, "tokenizer.ggml.bos_token_id", n),
+        eos_id=_opt_id(metadata, "tokenizer.ggml.eos_token_id", n),
+        pad_id=_opt_id(metadata, "tokenizer.ggml.padding_token_id", n),
+        eot_id=_opt_id(metadata, "tokenizer.ggml.eot_token_id", n),
+        eom_id=_opt_id(metadata, "tokenizer.ggml.eom_token_id", n),
+        add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", False)),
+        chat_template=metadata.get("tokenizer.chat_template"),
+    )
+
+
 def _opt_id(metadata: dict, key: str, n_tokens: int):
     value = metadata.get(key)
     if value is None:
@@ -28,48 +51,48 @@ class Tokenizer:
     def __init__(self, tokens, merges, pre: str, token_types=None, bos_id=None, eos_id=None, pad_id=None,
                  eot_id=None, eom_id=None, add_bos: bool = False, chat_template=None):
         tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]  # llama.cpp's name for empty texts
-        token_to_id = {}
-        for i, text in enumerate(tokens):
-            if token_to_id.setdefault(text, i) != i:
-                raise ValueError(f"duplicate token in vocabulary: {text!r} has ids {token_to_id[text]} and {i}")
         self.tokens = tokens
-        self.token_to_id = token_to_id
+        self.token_to_id = token_to_id = self._token_ids(tokens)
         self.pre = pre
-        self.rules = rules_for(pre)
         self.attrs, self.eog_ids = derive_attrs(tokens, token_types, token_to_id, (eos_id, eot_id, eom_id))
-        self.bpe = BytePairEncoder(token_to_id, merges)
+        self._init_encoder(merges)
         self.specials = SpecialTokenSplitter(tokens, self.attrs)
         self.bos_id, self.eos_id, self.pad_id = bos_id, eos_id, pad_id
         self.add_bos = bool(add_bos)
         self.chat_template = chat_template
-        stops = [eos_id] + [token_to_id.get(t) for t in STOP_TEXTS]
-        self.stop_ids = frozenset(i for i in stops if i is not None)
+        self.stop_ids = self._stop_ids()
         self._pieces = {}
+
+    @staticmethod
+    def _token_ids(tokens: list) -> dict:
+        token_to_id = {}
+        for i, text in enumerate(tokens):
+            if token_to_id.setdefault(text, i) != i:
+                raise ValueError(f"duplicate token in vocabulary: {text!r} has ids {token_to_id[text]} and {i}")
+        return token_to_id
+
+    def _init_encoder(self, merges):
+        self.rules = rules_for(self.pre)
+        self.bpe = BytePairEncoder(self.token_to_id, merges)
+
+    def _stop_ids(self) -> frozenset:
+        stops = [self.eos_id] + [self.token_to_id.get(t) for t in STOP_TEXTS]
+        return frozenset(i for i in stops if i is not None)
 
     @classmethod
     def from_gguf_metadata(cls, metadata: dict) -> "Tokenizer":
-        """Build from GGUF key/values given as plain Python values (lists, ints, strings, bools)."""
+        """Build from GGUF key/values given as plain Python values (lists, ints, strings, bools).
+
+        Byte-level BPE ('gpt2') gives a Tokenizer, Gemma 4's SentencePiece-style BPE ('gemma4') a
+        SentencePieceTokenizer."""
         model = metadata.get("tokenizer.ggml.model")
+        if model == "gemma4":
+            from .sentencepiece import SentencePieceTokenizer  # it subclasses this class
+            return SentencePieceTokenizer(**_metadata_args(metadata))
         if model != "gpt2":
-            raise ValueError(f"unsupported tokenizer.ggml.model {model!r}: only byte-level BPE ('gpt2') is supported")
-        tokens = metadata.get("tokenizer.ggml.tokens")
-        merges = metadata.get("tokenizer.ggml.merges")
-        if tokens is None or merges is None:
-            raise ValueError("GGUF metadata lacks tokenizer.ggml.tokens or tokenizer.ggml.merges")
-        tokens = list(tokens)
-        n = len(tokens)
-        return cls(
-            tokens, merges,
-            pre=metadata.get("tokenizer.ggml.pre") or "default",
-            token_types=metadata.get("tokenizer.ggml.token_type"),
-            bos_id=_opt_id(metadata, "tokenizer.ggml.bos_token_id", n),
-            eos_id=_opt_id(metadata, "tokenizer.ggml.eos_token_id", n),
-            pad_id=_opt_id(metadata, "tokenizer.ggml.padding_token_id", n),
-            eot_id=_opt_id(metadata, "tokenizer.ggml.eot_token_id", n),
-            eom_id=_opt_id(metadata, "tokenizer.ggml.eom_token_id", n),
-            add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", False)),
-            chat_template=metadata.get("tokenizer.chat_template"),
-        )
+            raise ValueError(f"unsupported tokenizer.ggml.model {model!r}: byte-level BPE ('gpt2') and Gemma 4's "
+                             "SentencePiece-style BPE ('gemma4') are supported")
+        return cls(**_metadata_args(metadata))
 
     @property
     def vocab_size(self) -> int:
@@ -80,14 +103,18 @@ class Tokenizer:
         ids = []
         if add_special and self.add_bos and self.bos_id is not None:
             ids.append(self.bos_id)
-        rules, encode_word = self.rules, self.bpe.encode_word
+        words, encode_word = self._words, self.bpe.encode_word
         for fragment in self.specials.split(text, parse_special):
             if type(fragment) is int:
                 ids.append(fragment)
                 continue
-            for word in split_words(fragment, rules):
+            for word in words(fragment):
                 ids.extend(encode_word(word))
         return ids
+
+    def _words(self, fragment: str) -> list:
+        """The pre-tokenized words of a fragment without special tokens."""
+        return split_words(fragment, self.rules)
 
     def token_to_piece(self, token_id: int, special: bool = True) -> bytes:
         """The bytes token `token_id` stands for (llama_token_to_piece)."""
