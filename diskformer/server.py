@@ -232,6 +232,9 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--access-log", action="store_true", help="log every request")
     args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        print(f"diskformer serve: --port {args.port} is not a TCP port (0-65535; 0 = any free)", file=sys.stderr)
+        return 2
 
     models_dir = args.models if args.models is not None else default_models_dir()
     if models_dir is not None and not models_dir.is_dir():

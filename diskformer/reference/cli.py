@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from ..commands.ids_args import add_step_arguments, step_arguments_error
+from ..commands.ids_args import add_step_arguments, context_error, step_arguments_error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +51,11 @@ def main(argv) -> int:
         model = ReferenceModel(args.model, options)
     except (FileNotFoundError, KeyError, ValueError, NotImplementedError) as exc:
         print(f"diskformer reference: {exc}", file=sys.stderr)
+        return 1
+    trained = model.weights.get(f"{model.config.arch}.context_length", 0)
+    too_long = context_error(args, trained, "the model's context")
+    if too_long:
+        print(f"diskformer reference: {too_long}", file=sys.stderr)
         return 1
     try:
         if args.teacher_force is not None:

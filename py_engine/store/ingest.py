@@ -113,6 +113,9 @@ async def ingest(source, sink, *, expected_sha256=None, chunk_bytes=DEFAULT_CHUN
     expected = expected_sha256.lower() if expected_sha256 else None
 
     old = await load_manifest(sink)
+    if old is not None and not (isinstance(old, dict) and isinstance(old.get("state"), dict)
+                                and isinstance(old.get("source"), dict)):
+        old = {}  # edited out of shape: nothing in it can be resumed
     manifest, start = None, 0
     if old is not None and same_source(old, identity) and not old["state"]["failed"]:
         if old["state"]["complete"]:
