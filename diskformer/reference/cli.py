@@ -66,7 +66,14 @@ def main(argv) -> int:
     except ValueError as exc:
         print(f"diskformer reference: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"greedy_ids": greedy, "steps": [{"top": top_logprobs(r, args.top)} for r in rows]}))
+    finite = np.isfinite(rows).all(axis=-1)
+    if not finite.all():
+        step = int(np.argmin(finite))
+        print(f"diskformer reference: step {step}'s logits are not finite numbers (NaN or infinity): the model's "
+              "weights or hyper-parameters are broken", file=sys.stderr)
+        return 1
+    print(json.dumps({"greedy_ids": greedy, "steps": [{"top": top_logprobs(r, args.top)} for r in rows]},
+                     allow_nan=False))
     return 0
 
 
