@@ -40,7 +40,16 @@ def main(argv=None) -> int:
         print(f"diskformer: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"diskformer {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one readable line, never a traceback
+        detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        print(f"diskformer {name}: unexpected error: {detail} (a bug: please report it with the command line)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

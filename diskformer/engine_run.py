@@ -48,12 +48,13 @@ def model_context(args) -> int:
             raise ModelUnreadable(str(exc)) from None
         meta, arch = manifest["config"]["metadata"], manifest["config"]["architecture"]
     else:
-        from py_engine.gguf import GGUFError, read_gguf_file
+        from py_engine.gguf import GGUFError, check_supported, read_gguf_file
 
         if not Path(args.model).is_file():
             raise ModelUnreadable(f"no such file: {args.model}")
         try:
             header = read_gguf_file(args.model)
+            check_supported(header)
         except (OSError, GGUFError) as exc:
             raise ModelUnreadable(f"{args.model}: {exc}") from None
         meta, arch = header.metadata, header.architecture
@@ -155,7 +156,13 @@ def main(argv) -> int:
             msg += f" (`diskformer ingest MODEL.gguf {args.store}` repairs it)"
         print(f"diskformer run: {msg}", file=sys.stderr)
         return 1
-    print(json.dumps(result))
+    try:
+        text = json.dumps(result, allow_nan=False)
+    except ValueError:
+        print("diskformer run: the engine's logits are not finite numbers (NaN or infinity): the model's weights or "
+              "hyper-parameters are broken", file=sys.stderr)
+        return 1
+    print(text)
     return 0
 
 

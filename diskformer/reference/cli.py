@@ -48,7 +48,8 @@ def main(argv) -> int:
     options = Options(dtype=np.float32 if args.f32 else np.float64, q8_activations=args.q8_act,
                       kv_f16=args.kv_f16)
     try:
-        model = ReferenceModel(args.model, options)
+        with np.errstate(all="ignore"):  # NaN or inf weights: the logits are checked (and refused) below
+            model = ReferenceModel(args.model, options)
     except (FileNotFoundError, KeyError, ValueError, NotImplementedError) as exc:
         print(f"diskformer reference: {exc}", file=sys.stderr)
         return 1
@@ -58,11 +59,12 @@ def main(argv) -> int:
         print(f"diskformer reference: {too_long}", file=sys.stderr)
         return 1
     try:
-        if args.teacher_force is not None:
-            rows = model.teacher_forced(args.ids, args.teacher_force)
-            greedy = [int(np.argmax(r)) for r in rows]
-        else:
-            greedy, rows = model.greedy(args.ids, args.n or 1)
+        with np.errstate(all="ignore"):
+            if args.teacher_force is not None:
+                rows = model.teacher_forced(args.ids, args.teacher_force)
+                greedy = [int(np.argmax(r)) for r in rows]
+            else:
+                greedy, rows = model.greedy(args.ids, args.n or 1)
     except ValueError as exc:
         print(f"diskformer reference: {exc}", file=sys.stderr)
         return 1
