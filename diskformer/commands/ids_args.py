@@ -65,8 +65,8 @@ UNKNOWN_CONTEXT_LIMIT = 1 << 17
 
 def positions_needed(args) -> int:
     """Positions the run feeds: the prompt, then every forced id, or every greedy id but the last."""
-    fed = args.teacher_force if args.teacher_force is not None else [None] * ((args.n or 1) - 1)
-    return len(args.ids) + len(fed)
+    fed = len(args.teacher_force) if args.teacher_force is not None else (args.n or 1) - 1
+    return len(args.ids) + fed
 
 
 def context_error(args, n_ctx: int, what: str):
