@@ -180,3 +180,23 @@ def test_ingest_and_verify_refuse_what_is_not_there(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3 and "no such file" in err[0] and "not a folder" in err[1] and "no manifest" in err[2]
 
+
+
+def test_a_failed_check_marks_the_store_and_the_next_ingest_from_the_source_repairs_it(store, fixture_models):
+    """The browser's path (no verify on every load): the check that fails notes the damage in the manifest, and
+    the ingest, which would skip a complete store, repairs it from the source instead."""
+    from py_engine.store import ingest
+    from py_engine.store.local import FileSource
+
+    damage(store, "experts byte")
+    with pytest.raises(StoreDamaged):
+        run(read_every_record(store))
+    assert "layer 1, expert 2" in manifest_of(store)["state"]["damaged"]
+    source = FileSource(fixture_models / "tiny-qwen35moe.gguf")
+    try:
+        manifest = run(ingest(source, DirectorySink(store)))
+    finally:
+        source.close()
+    assert "damaged" not in manifest["state"] and "damaged" not in manifest_of(store)["state"]
+    assert run(verify(DirectorySink(store))).ok
+    run(read_every_record(store))

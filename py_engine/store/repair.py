@@ -59,6 +59,7 @@ async def repair(source, sink, report=None, log=None):
             _set_checksum(ck, key, zlib.crc32(part))
         n += 1
     await sink.flush()
+    manifest["state"].pop("damaged", None)
     await save_manifest(sink, manifest)
     say(f"rewrote {n} damaged part(s) from the source")
     again = await verify(sink)
