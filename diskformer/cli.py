@@ -12,7 +12,7 @@ COMMANDS = {
     "tokenize": ("diskformer.commands.tokenize", "print a text's token ids as JSON"),
     "detokenize": ("diskformer.commands.detokenize", "print the text of token ids as JSON"),
     "reference": ("diskformer.reference.cli", "run the numpy reference model: greedy ids and per-step top-k log-probs"),
-    "ingest": ("diskformer.commands.ingest", "stream a GGUF into a model store folder (resumable; repairs a damaged one)"),
+    "ingest": ("diskformer.commands.ingest", "stream a GGUF into a model store folder (resumable; repairs damage)"),
     "verify": ("diskformer.commands.verify", "check every checksum of a model store folder"),
     "run": ("diskformer.engine_run", "run the WebGPU engine headless (Pyodide + Dawn in Node)"),
     "bench": ("diskformer.bench", "benchmark the engine as shipped (Pyodide + Dawn) against the bandwidth bound"),

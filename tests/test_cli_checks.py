@@ -116,3 +116,8 @@ def test_reference_refuses_impossible_hyper_parameters_and_non_finite_logits(fix
     assert cli(["reference", str(tmp_path / "nan.gguf"), "--ids", "1"]) == 1
     captured = capsys.readouterr()
     assert "not finite" in one_line(captured.err, "diskformer reference:") and "NaN" not in captured.out
+
+
+def test_detokenize_refuses_deeply_nested_json(fixture_models, capsys):
+    assert cli(["detokenize", str(fixture_models / "micro-qwen3moe.gguf"), "[" * 100000]) == 2
+    assert "nests too deeply" in one_line(capsys.readouterr().err, "diskformer detokenize:")

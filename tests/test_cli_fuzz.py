@@ -107,6 +107,7 @@ def test_corrupted_ggufs(fixture_models, tmp_path, report, seed_name):
         write(path)
         tally.inputs += 1
         tally.run(label, ["tokenize", path, "Hello, world"])
+        tally.run(label, ["detokenize", path, "[1, 2, 3]"])
         tally.run(label, ["reference", path, "--ids", "1,2,3", "--n", "2", "--top", "3"])
         store = tmp_path / f"store{i}"
         if tally.run(label, ["ingest", "--quiet", path, store], json_out=False) == 0:

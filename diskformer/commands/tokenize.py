@@ -26,8 +26,8 @@ def main(argv) -> int:
         try:
             text = sys.stdin.buffer.read().decode("utf-8")
         except UnicodeDecodeError as e:
-            print(f"diskformer tokenize: standard input is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x})",
-                  file=sys.stderr)
+            print(f"diskformer tokenize: standard input is not UTF-8 text (byte {e.start} is "
+                  f"0x{e.object[e.start]:02x})", file=sys.stderr)
             return 1
     else:
         text = args.text

@@ -1,7 +1,7 @@
 """Read tensors and metadata from a GGUF file (through py_engine.gguf's checked parser) and dequantise them.
 
 Only the tensor types of the target models are handled: F32, F16 and Q8_0. Q8_0 is decoded here rather than with
-`gguf.quants` so the layout is written down once (a test checks both agree with the `gguf` package): each block is 34 bytes, a float16
+`gguf.quants` so the layout is written down once (a test checks both agree): each block is 34 bytes, a float16
 scale `d` followed by 32 int8 codes `q`, and the value is `d * q` (ggml `dequantize_row_q8_0`).
 """
 from __future__ import annotations

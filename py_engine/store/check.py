@@ -1,11 +1,12 @@
 """Checking what a model store holds before and while a model runs from it.
 
 A store is only trusted as far as its checksums: `check_manifest` refuses a manifest.json whose structure or
-numbers are impossible (so nothing later indexes, allocates or divides by them); `check_at_load` recomputes the
+numbers are impossible (so nothing later indexes, allocates or divides by them); `open_checked` recomputes the
 header's sha256, checks that the recorded layout is the one the header implies (a moved plane offset is caught here,
-by name) and recomputes every dense plane's crc32; `CheckedSink` then checks each expert record's sub-plane crc32s
-as the record is read, before it reaches the GPU. A mismatch raises `StoreDamaged`, whose message names the file and
-the part and says what to do: repair (re-ingest from the source, which rewrites only what is damaged) or remove.
+by name) and recomputes every dense plane's crc32, then returns a `CheckedSink`, which checks each expert record's
+sub-plane crc32s as the record is read, before it reaches the GPU. A mismatch raises `StoreDamaged`, whose message
+names the file and the part and says what to do: repair (re-ingest from the source, which rewrites only what is
+damaged) or remove.
 """
 import hashlib
 import json
@@ -70,7 +71,8 @@ def check_manifest(m) -> dict:
     for i, p in enumerate(planes):
         _dict(p, f"dense plane #{i}")
         off, n = _int(p.get("offset"), f"dense plane #{i}'s offset"), _int(p.get("nbytes"), f"dense plane #{i}'s size")
-        if off + n > dense_size or not isinstance(p.get("tensor"), str) or p.get("kind") not in ("codes", "scales", "raw"):
+        kind_ok = p.get("kind") in ("codes", "scales", "raw")
+        if off + n > dense_size or not isinstance(p.get("tensor"), str) or not kind_ok:
             raise StoreDamaged(f"manifest.json: dense plane #{i} is malformed or lies outside dense.bin")
         _int(dense_ck.get(f"{p['tensor']}:{p['kind']}"), f"the checksum of dense plane {p['tensor']}:{p['kind']}",
              0, 0xFFFFFFFF)
@@ -195,7 +197,8 @@ async def open_checked(sink, name: str = "", check_records: bool = True) -> "Che
     except (ValueError, RecursionError) as exc:
         if isinstance(exc, StoreDamaged):
             raise
-        raise StoreDamaged(f"{MANIFEST_FILE} of {name or 'the store'} is not valid JSON; ingest the model again") from None
+        raise StoreDamaged(f"{MANIFEST_FILE} of {name or 'the store'} is not valid JSON; ingest the model "
+                           "again") from None
     t0 = time.perf_counter()
     try:
         await check_header(sink, manifest, name)
