@@ -172,6 +172,15 @@ def test_a_second_ingest_into_a_busy_folder_is_refused(fixture_models, tmp_path,
     assert cli(["ingest", "--quiet", str(fixture_models / "tiny-qwen35moe.gguf"), str(folder)]) == 0
 
 
+def test_ingest_never_empties_a_folder_holding_other_files(fixture_models, tmp_path, capsys):
+    folder = tmp_path / "documents"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    assert cli(["ingest", "--quiet", str(fixture_models / "tiny-qwen35moe.gguf"), str(folder)]) == 1
+    assert "holds other files (notes.txt)" in capsys.readouterr().err
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
 def test_ingest_and_verify_refuse_what_is_not_there(tmp_path, capsys):
     assert cli(["ingest", str(tmp_path / "none.gguf"), str(tmp_path / "s")]) == 1
     assert cli(["verify", str(tmp_path / "nothing")]) == 1

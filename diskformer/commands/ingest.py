@@ -12,11 +12,13 @@ from pathlib import Path
 
 from py_engine.gguf import GGUFError
 from py_engine.store import StoreError, ingest, verify
+from py_engine.store.layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, MANIFEST_FILE
 from py_engine.store.local import DirectorySink, FileSource
 from py_engine.store.repair import repair, summary
 from .store_lock import FolderBusy, folder_lock
 
 PROG = "diskformer ingest"
+STORE_FILES = {HEADER_FILE, DENSE_FILE, EXPERTS_FILE, MANIFEST_FILE, MANIFEST_FILE + ".tmp"}
 
 
 class ProgressLine:
@@ -72,6 +74,12 @@ def main(argv) -> int:
         return 1
     if args.store.exists() and not args.store.is_dir():
         print(f"{PROG}: {args.store} is a file, not a folder", file=sys.stderr)
+        return 1
+    foreign = sorted(p.name for p in args.store.iterdir() if p.name not in STORE_FILES) if args.store.is_dir() else []
+    if foreign:
+        # a fresh ingest empties the folder: never someone's other files
+        print(f"{PROG}: {args.store} holds other files ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''});"
+              " give an empty or new folder for the store", file=sys.stderr)
         return 1
     try:
         with folder_lock(args.store, "ingesting into"):
