@@ -12,6 +12,8 @@ COMMANDS = {
     "tokenize": ("diskformer.commands.tokenize", "print a text's token ids as JSON"),
     "detokenize": ("diskformer.commands.detokenize", "print the text of token ids as JSON"),
     "reference": ("diskformer.reference.cli", "run the numpy reference model: greedy ids and per-step top-k log-probs"),
+    "ingest": ("diskformer.commands.ingest", "stream a GGUF into a model store folder (resumable; repairs damage)"),
+    "verify": ("diskformer.commands.verify", "check every checksum of a model store folder"),
     "run": ("diskformer.engine_run", "run the WebGPU engine headless (Pyodide + Dawn in Node)"),
     "bench": ("lab.bench", "benchmark the engine as shipped (Pyodide + Dawn) against the bandwidth bound"),
     "bench-uploads": ("lab.bench_uploads", "expert-record upload throughput: staging ring vs writeBuffer"),
@@ -38,7 +40,16 @@ def main(argv=None) -> int:
         print(f"diskformer: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"diskformer {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one readable line, never a traceback
+        detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        print(f"diskformer {name}: unexpected error: {detail} (a bug: please report it with the command line)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

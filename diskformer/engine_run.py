@@ -7,10 +7,11 @@ first i fed ids: with --teacher-force of k ids there are k + 1 steps; with --n N
 """
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
-from .commands.ids_args import add_step_arguments, step_arguments_error
+from .commands.ids_args import add_step_arguments, context_error, step_arguments_error
 from .node_engine import NodeEngineError, run_in_node
 
 ENTRY = "py_engine.engine.node_entry:run"
@@ -29,6 +30,36 @@ def parse_budget(text: str):
     if n <= 0:
         raise argparse.ArgumentTypeError(f"the budget must be positive: {text!r}")
     return n
+
+
+class ModelUnreadable(Exception):
+    """The model file or store cannot be used; the message says why and what to do."""
+
+
+def model_context(args) -> int:
+    """The model's trained context length (0 when it states none), read before Node starts so a run that cannot
+    fit is refused in a second, not after minutes of decoding. Checks the store or file on the way."""
+    if args.store is not None:
+        from py_engine.store.check import StoreDamaged, read_store_manifest
+
+        try:
+            manifest = read_store_manifest(args.store)
+        except StoreDamaged as exc:
+            raise ModelUnreadable(str(exc)) from None
+        meta, arch = manifest["config"]["metadata"], manifest["config"]["architecture"]
+    else:
+        from py_engine.gguf import GGUFError, check_supported, read_gguf_file
+
+        if not Path(args.model).is_file():
+            raise ModelUnreadable(f"no such file: {args.model}")
+        try:
+            header = read_gguf_file(args.model)
+            check_supported(header)
+        except (OSError, GGUFError) as exc:
+            raise ModelUnreadable(f"{args.model}: {exc}") from None
+        meta, arch = header.metadata, header.architecture
+    value = meta.get(f"{arch}.context_length", 0)
+    return value if type(value) is int and value > 0 else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +108,11 @@ def engine_args(args) -> tuple[dict, list]:
     return run, sorted(set(mounts))
 
 
+def _user_line(line: str) -> str:
+    """The engine's error without the runner's prefix and the exception's module path."""
+    return re.sub(r"^engine run failed \(exit \d+\): (?:[A-Za-z_][\w.]*: )?", "", line)
+
+
 def main(argv) -> int:
     args = build_parser().parse_args(argv)
     usage_error = step_arguments_error(args)
@@ -96,21 +132,37 @@ def main(argv) -> int:
         print("diskformer run: --no-gpu-routing applies to --store runs (a GGUF file runs with every expert "
               "resident and routes on the GPU)", file=sys.stderr)
         return 2
-    if args.store is not None and not (args.store / "manifest.json").is_file():
-        print(f"diskformer run: {args.store} is not a model store (no manifest.json)", file=sys.stderr)
+    if args.n_ctx < 1:
+        print(f"diskformer run: --n-ctx must be >= 1, not {args.n_ctx}", file=sys.stderr)
+        return 2
+    try:
+        trained = model_context(args)
+    except ModelUnreadable as exc:
+        print(f"diskformer run: {exc}", file=sys.stderr)
         return 1
-    if args.model is not None and not Path(args.model).is_file():
-        print(f"diskformer run: no such file: {args.model}", file=sys.stderr)
+    n_ctx = min(args.n_ctx, trained) if trained else args.n_ctx
+    what = "--n-ctx" if n_ctx == args.n_ctx else "the model's context"
+    too_long = context_error(args, n_ctx, what)
+    if too_long:
+        print(f"diskformer run: {too_long}", file=sys.stderr)
         return 1
     run, mounts = engine_args(args)
     try:
         result = run_in_node(ENTRY, run, mounts=mounts, echo_stderr=args.verbose)
     except NodeEngineError as exc:
         # the first line names the error; the Python traceback follows (shown with --verbose)
-        msg = str(exc) if args.verbose else str(exc).splitlines()[0]
+        msg = str(exc) if args.verbose else _user_line(str(exc).splitlines()[0])
+        if args.store is not None and "is damaged" in msg:
+            msg += f" (`diskformer ingest MODEL.gguf {args.store}` repairs it)"
         print(f"diskformer run: {msg}", file=sys.stderr)
         return 1
-    print(json.dumps(result))
+    try:
+        text = json.dumps(result, allow_nan=False)
+    except ValueError:
+        print("diskformer run: the engine's logits are not finite numbers (NaN or infinity): the model's weights or "
+              "hyper-parameters are broken", file=sys.stderr)
+        return 1
+    print(text)
     return 0
 
 

@@ -33,22 +33,33 @@ class RangeNotSatisfiable(ValueError):
 WHOLE = "whole"  # sentinel: answer 200 with the full body (no Range, or a multi-range request)
 
 
+# Past any real file size; longer numbers are taken as "beyond the end" rather than converted (int() refuses more
+# than 4,300 digits, and converting a huge one costs quadratic time).
+_MAX_DIGITS = 30
+_BEYOND = 1 << 100
+
+
+def _number(digits: str) -> int:
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= _MAX_DIGITS else _BEYOND
+
+
 def _parse_spec(spec: str, size: int) -> ByteRange:
     m = _SPEC.fullmatch(spec.strip())
     if not m or (not m.group(1) and not m.group(2)):
-        raise RangeNotSatisfiable(f"malformed byte range {spec.strip()!r}")
+        raise RangeNotSatisfiable(f"malformed byte range {spec.strip()[:60]!r}")
     first, last = m.group(1), m.group(2)
     if not first:  # suffix range: the last n bytes
-        n = int(last)
+        n = _number(last)
         if n == 0 or size == 0:
-            raise RangeNotSatisfiable(f"suffix range {spec.strip()!r} selects no byte of a {size}-byte file")
+            raise RangeNotSatisfiable(f"suffix range {spec.strip()[:60]!r} selects no byte of a {size}-byte file")
         return ByteRange(max(0, size - n), size - 1, size)
-    start = int(first)
-    end = int(last) if last else size - 1
+    start = _number(first)
+    end = _number(last) if last else size - 1
     if last and end < start:
-        raise RangeNotSatisfiable(f"byte range {spec.strip()!r} ends before it starts")
+        raise RangeNotSatisfiable(f"byte range {spec.strip()[:60]!r} ends before it starts")
     if start >= size:
-        raise RangeNotSatisfiable(f"byte range {spec.strip()!r} starts at or past the end of a {size}-byte file")
+        raise RangeNotSatisfiable(f"byte range {spec.strip()[:60]!r} starts at or past the end of a {size}-byte file")
     return ByteRange(start, min(end, size - 1), size)
 
 
@@ -61,7 +72,7 @@ def parse_range(header, size: int):
         return WHOLE
     unit, eq, specs = header.strip().partition("=")
     if not eq or unit.strip().lower() != "bytes":
-        raise RangeNotSatisfiable(f"unsupported Range header {header!r} (only 'bytes=' ranges)")
+        raise RangeNotSatisfiable(f"unsupported Range header {header[:60]!r} (only 'bytes=' ranges)")
     parts = specs.split(",")
     ranges = [_parse_spec(p, size) for p in parts]  # validate every part, even when ignoring a multi-range
     if len(ranges) > 1:

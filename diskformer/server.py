@@ -15,6 +15,7 @@ already-decoded one, so nothing outside the served folders can be reached.
 """
 import argparse
 import ipaddress
+import logging
 import os
 import socket
 import sys
@@ -28,8 +29,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from diskformer import engine_wheel
+from diskformer.host_guard import KEEP_ALIVE_S, GuardedH11Protocol, host_allowed, raise_file_limit
 from diskformer.safe_paths import BadRequestPath, NotServed, resolve_file, split_raw_path
-from diskformer.static_files import bytes_response, file_response
+from diskformer.static_files import FileShrank, bytes_response, file_response
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PORT = 8765
@@ -76,8 +78,9 @@ def _error(status: int, message: str, headers=None) -> Response:
 class Host:
     """The whole site as one ASGI endpoint: routing on the raw path's first segment, then a vetted file."""
 
-    def __init__(self, repo_root, models_dir, builtin_dir=None):
+    def __init__(self, repo_root, models_dir, builtin_dir=None, allowed_hosts=()):
         self.repo_root = Path(repo_root)
+        self.allowed_hosts = {h.lower().rstrip(".") for h in allowed_hosts}
         self.models_dir = Path(models_dir) if models_dir is not None else None
         # The built-in demo model ships in demo/: always served, so the page chats offline with nothing downloaded.
         # A file of the same name in the models folder wins.
@@ -95,8 +98,16 @@ class Host:
 
     async def __call__(self, scope, receive, send):
         request = Request(scope, receive)
-        response = await self.respond(request)
-        await response(scope, receive, send)
+        if not host_allowed(request.headers.get("host"), self.allowed_hosts):
+            response = _error(421, "this host answers only to localhost, IP addresses and the names given with "
+                                   "--host or --allowed-host")
+        else:
+            response = await self.respond(request)
+        try:
+            await response(scope, receive, send)
+        except FileShrank as e:
+            # the status and length are sent; closing the connection short is all that is left to do
+            logging.getLogger("diskformer.host").warning("%s", e)
 
     async def respond(self, request: Request) -> Response:
         scope = request.scope
@@ -189,10 +200,10 @@ async def _server_error(request, exc) -> Response:
     return PlainTextResponse(f"500 internal error: {type(exc).__name__}\n", status_code=500, headers=ISOLATION_HEADERS)
 
 
-def create_app(models_dir=None, repo_root=REPO_ROOT, builtin_dir=None) -> Starlette:
+def create_app(models_dir=None, repo_root=REPO_ROOT, builtin_dir=None, allowed_hosts=()) -> Starlette:
     """The ASGI app; `repo_root` is the folder holding web/, shaders/, py_engine/, vendor/ and demo/ (the built-in
-    models; `builtin_dir` overrides it)."""
-    host = Host(repo_root, models_dir, builtin_dir)
+    models; `builtin_dir` overrides it). Requests are answered for localhost, IP addresses and `allowed_hosts`."""
+    host = Host(repo_root, models_dir, builtin_dir, allowed_hosts)
     app = Starlette(
         routes=[Route("/{path:path}", endpoint=host)],
         middleware=[Middleware(IsolationHeaders)],
@@ -200,6 +211,14 @@ def create_app(models_dir=None, repo_root=REPO_ROOT, builtin_dir=None) -> Starle
     )
     app.state.host = host
     return app
+
+
+def server_config(app, **kw):
+    """uvicorn's configuration for the host: h11 with the header deadline and connection cap, short keep-alive."""
+    import uvicorn
+
+    return uvicorn.Config(app, log_level="warning", lifespan="off", http=GuardedH11Protocol,
+                          timeout_keep_alive=KEEP_ALIVE_S, **kw)
 
 
 def default_models_dir():
@@ -230,8 +249,14 @@ def main(argv=None) -> int:
                         help="folder of model files served at /models/ (default: models/ at the repo root, if any)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this host name (besides localhost and IP addresses); repeat "
+                             "for several")
     parser.add_argument("--access-log", action="store_true", help="log every request")
     args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        print(f"diskformer serve: --port {args.port} is not a TCP port (0-65535; 0 = any free)", file=sys.stderr)
+        return 2
 
     models_dir = args.models if args.models is not None else default_models_dir()
     if models_dir is not None and not models_dir.is_dir():
@@ -252,8 +277,9 @@ def main(argv=None) -> int:
     print(f"diskformer: models from {os.fspath(models_dir) if models_dir else '(none; pass --models DIR)'}"
           f", plus the built-in demo model", flush=True)
 
-    config = uvicorn.Config(create_app(models_dir), log_level="warning", access_log=args.access_log,
-                            lifespan="off", http="h11")
+    raise_file_limit()
+    config = server_config(create_app(models_dir, allowed_hosts=[args.host, *args.allowed_host]),
+                           access_log=args.access_log)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:

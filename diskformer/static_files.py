@@ -15,6 +15,10 @@ from diskformer.ranges import WHOLE, RangeNotSatisfiable, parse_range
 
 CHUNK_BYTES = 1 << 20
 
+
+class FileShrank(OSError):
+    """The file got shorter while its body was being sent: the response cannot be completed honestly."""
+
 MEDIA_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -83,7 +87,8 @@ async def _file_chunks(path: str, start: int, length: int):
             chunk = await anyio.to_thread.run_sync(f.read, min(CHUNK_BYTES, remaining))
             if not chunk:
                 # Headers already promised `length` bytes; stopping short lets the server close the connection.
-                raise OSError(f"{path} shrank while being sent ({remaining} bytes missing)")
+                raise FileShrank(f"{os.path.basename(path)} shrank while being sent ({remaining} bytes missing); "
+                                 "the connection was closed")
             remaining -= len(chunk)
             yield chunk
     finally:

@@ -15,7 +15,10 @@ from .tokenize import load_tokenizer
 def parse_ids(spec: str) -> list:
     spec = spec.strip()
     if spec.startswith("["):
-        ids = json.loads(spec)
+        try:
+            ids = json.loads(spec)
+        except RecursionError:
+            raise ValueError("the JSON nests too deeply to be a list of ids") from None
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise ValueError("the JSON must be a list of integers")
         return ids

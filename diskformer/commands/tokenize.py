@@ -22,7 +22,20 @@ def main(argv) -> int:
     ap.add_argument("--no-special", action="store_true",
                     help="treat control tokens such as <|im_start|> as plain text")
     args = ap.parse_args(argv)
-    text = sys.stdin.read() if args.text == "-" else args.text
+    if args.text == "-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            print(f"diskformer tokenize: standard input is not UTF-8 text (byte {e.start} is "
+                  f"0x{e.object[e.start]:02x})", file=sys.stderr)
+            return 1
+    else:
+        text = args.text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # argv bytes that are not UTF-8 arrive as lone surrogates
+            print("diskformer tokenize: the text is not valid UTF-8", file=sys.stderr)
+            return 1
     try:
         tok = load_tokenizer(args.model)
     except (OSError, GGUFError, ValueError) as e:

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from ..commands.ids_args import add_step_arguments, step_arguments_error
+from ..commands.ids_args import add_step_arguments, context_error, step_arguments_error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,20 +52,34 @@ def main(argv) -> int:
     options = Options(dtype=np.float32 if args.f32 else np.float64, q8_activations=args.q8_act,
                       kv_f16=args.kv_f16, gelu_fp16_table=args.gelu_table)
     try:
-        model = ReferenceModel(args.model, options)
+        with np.errstate(all="ignore"):  # NaN or inf weights: the logits are checked (and refused) below
+            model = ReferenceModel(args.model, options)
     except (FileNotFoundError, KeyError, ValueError, NotImplementedError) as exc:
         print(f"diskformer reference: {exc}", file=sys.stderr)
         return 1
+    trained = model.weights.get(f"{model.config.arch}.context_length", 0)
+    too_long = context_error(args, trained, "the model's context")
+    if too_long:
+        print(f"diskformer reference: {too_long}", file=sys.stderr)
+        return 1
     try:
-        if args.teacher_force is not None:
-            rows = model.teacher_forced(args.ids, args.teacher_force)
-            greedy = [int(np.argmax(r)) for r in rows]
-        else:
-            greedy, rows = model.greedy(args.ids, args.n or 1)
+        with np.errstate(all="ignore"):
+            if args.teacher_force is not None:
+                rows = model.teacher_forced(args.ids, args.teacher_force)
+                greedy = [int(np.argmax(r)) for r in rows]
+            else:
+                greedy, rows = model.greedy(args.ids, args.n or 1)
     except ValueError as exc:
         print(f"diskformer reference: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"greedy_ids": greedy, "steps": [{"top": top_logprobs(r, args.top)} for r in rows]}))
+    finite = np.isfinite(rows).all(axis=-1)
+    if not finite.all():
+        step = int(np.argmin(finite))
+        print(f"diskformer reference: step {step}'s logits are not finite numbers (NaN or infinity): the model's "
+              "weights or hyper-parameters are broken", file=sys.stderr)
+        return 1
+    print(json.dumps({"greedy_ids": greedy, "steps": [{"top": top_logprobs(r, args.top)} for r in rows]},
+                     allow_nan=False))
     return 0
 
 

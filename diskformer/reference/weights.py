@@ -1,4 +1,4 @@
-"""Read tensors and metadata from a GGUF file (via the `gguf` package's GGUFReader) and dequantise them.
+"""Read tensors and metadata from a GGUF file (through py_engine.gguf's checked parser) and dequantise them.
 
 Only the tensor types of the target models are handled: F32, F16, Q8_0, and for gemma4 Q4_0 and Q6_K (dequant.py).
 Q8_0 is decoded here rather than with `gguf.quants` so the layout is written down once (a test checks both agree):
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .dequant import dequantize_q4_0, dequantize_q6_k
+from .dequant import (Q4_0_BLOCK_BYTES, Q6_K_BLOCK_BYTES, QK4_0, QK_K, dequantize_q4_0,
+                      dequantize_q6_k)
 
 QK8_0 = 32  # values per Q8_0 block
 Q8_0_BLOCK_BYTES = 2 + QK8_0
@@ -36,31 +37,62 @@ def dequantize_q8_0(raw: np.ndarray, dtype=np.float32) -> np.ndarray:
     return values.reshape(*codes.shape[:-2], codes.shape[-2] * QK8_0)
 
 
+# architectures the reference runs before the engine does: the engine's model checks do not know them yet
+REFERENCE_ONLY = ("gemma4",)
+
+
+def _check_tensor_types(header, types) -> None:
+    from py_engine.gguf import UnsupportedGGUF
+
+    for t in header.tensors:
+        if t.type not in types:
+            raise UnsupportedGGUF(f"tensor {t.name!r} has type {t.type.name}, which the reference does not read")
+
+
+_NUMPY_TYPES = {"F32": np.float32, "F16": np.float16}
+READ_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q6_K")
+# quantised types: (values, bytes) per block, and how a row of blocks becomes values
+_BLOCKS = {"Q8_0": (QK8_0, Q8_0_BLOCK_BYTES), "Q4_0": (QK4_0, Q4_0_BLOCK_BYTES), "Q6_K": (QK_K, Q6_K_BLOCK_BYTES)}
+_DEQUANTIZE = {"Q8_0": dequantize_q8_0, "Q4_0": dequantize_q4_0, "Q6_K": dequantize_q6_k}
+
+
 class GGUFWeights:
-    """One GGUF file: metadata by key, tensors by their GGUF name, numpy axis order (GGUF `ne` reversed)."""
+    """One GGUF file: metadata by key, tensors by their GGUF name, numpy axis order (GGUF `ne` reversed).
+
+    Read through the engine's own parser (py_engine.gguf), which checks every count, length, offset, alignment and
+    overlap against the file before anything is mapped, then the model checks (architecture, hyper-parameters,
+    tensor dimensions); tensor data is a read-only memory map of the checked byte ranges.
+    """
 
     def __init__(self, path):
-        import gguf  # imported here so `diskformer` commands that never load a model don't need it
+        from py_engine.gguf import GGUFError, GGMLType, check_supported, read_gguf_file
 
-        self._gguf = gguf
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"no GGUF file at {self.path}")
-        self.reader = gguf.GGUFReader(str(self.path))
-        self._tensors = {t.name: t for t in self.reader.tensors}
-        self.arch = self.get("general.architecture")
+        try:
+            self.header = read_gguf_file(self.path)
+            types = frozenset(GGMLType[t] for t in READ_TYPES)
+            if self.header.architecture in REFERENCE_ONLY:
+                _check_tensor_types(self.header, types)  # its config checks the hyper-parameters
+            else:
+                check_supported(self.header, types)
+        except GGUFError as exc:
+            raise ValueError(f"{self.path.name}: {exc}") from None
+        self._tensors = self.header.tensors_by_name
+        self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if self.header.file_size else np.zeros(0, np.uint8)
+        self.arch = self.header.architecture
 
     # metadata -------------------------------------------------------------------------------------------------
     def has_key(self, key: str) -> bool:
-        return key in self.reader.fields
+        return key in self.header.metadata
 
     def get(self, key: str, default=...):
-        field = self.reader.fields.get(key)
-        if field is None:
+        if key not in self.header.metadata:
             if default is ...:
                 raise KeyError(f"{self.path.name}: GGUF key {key!r} is missing")
             return default
-        return field.contents()
+        return self.header.metadata[key]
 
     def arch_key(self, name: str, default=...):
         """`{arch}.{name}`, e.g. arch_key("block_count") -> qwen35moe.block_count."""
@@ -71,7 +103,7 @@ class GGUFWeights:
         return name in self._tensors
 
     def type_name(self, name: str) -> str:
-        return self._tensor(name).tensor_type.name
+        return self._tensor(name).type.name
 
     def _tensor(self, name: str):
         t = self._tensors.get(name)
@@ -81,26 +113,28 @@ class GGUFWeights:
 
     def raw(self, name: str) -> np.ndarray:
         """The stored data in numpy order: float arrays for F32/F16, bytes (..., row_bytes) for Q8_0."""
-        return np.asarray(self._tensor(name).data)
+        t = self._tensor(name)
+        data = self._map[t.abs_offset:t.end]
+        kind = t.type.name
+        if kind in _NUMPY_TYPES:
+            return data.view(_NUMPY_TYPES[kind]).reshape(t.shape)
+        if kind in _BLOCKS:
+            values, nbytes = _BLOCKS[kind]
+            return data.reshape(*t.shape[:-1], t.dims[0] // values * nbytes)
+        raise NotImplementedError(f"{self.path.name}: tensor {name!r} has type {kind}; "
+                                  f"only {', '.join(READ_TYPES)} are read")
 
     def tensor(self, name: str, dtype=np.float64) -> np.ndarray:
         """Dequantised values in numpy order (a GGUF `ne` of (in, out) gives an (out, in) matrix)."""
-        t = self._tensor(name)
-        kind = t.tensor_type.name
-        if kind == "Q8_0":
-            return dequantize_q8_0(t.data, dtype)
-        if kind == "Q4_0":
-            return dequantize_q4_0(t.data, dtype)
-        if kind == "Q6_K":
-            return dequantize_q6_k(t.data, dtype)
-        if kind in ("F32", "F16"):
-            return np.asarray(t.data).astype(dtype)
-        raise NotImplementedError(f"{self.path.name}: tensor {name!r} has type {kind}; "
-                                  "only F32, F16, Q8_0, Q4_0 and Q6_K are read")
+        raw = self.raw(name)
+        kind = self.type_name(name)
+        if kind in _DEQUANTIZE:
+            return _DEQUANTIZE[kind](raw, dtype)
+        return np.asarray(raw).astype(dtype)
 
     def q8_0(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Codes and scales of a Q8_0 tensor (for the activation-quantisation emulation)."""
-        t = self._tensor(name)
-        if t.tensor_type.name != "Q8_0":
-            raise ValueError(f"{self.path.name}: tensor {name!r} is {t.tensor_type.name}, not Q8_0")
-        return q8_0_planes(t.data)
+        kind = self.type_name(name)
+        if kind != "Q8_0":
+            raise ValueError(f"{self.path.name}: tensor {name!r} is {kind}, not Q8_0")
+        return q8_0_planes(self.raw(name))

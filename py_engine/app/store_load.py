@@ -17,6 +17,7 @@ def folder_name(name: str) -> str:
     return safe
 
 
+DAMAGE_ADVICE = "(Load it again from the same source to repair it, or use Remove from disk.)"
 FROM_DISK_MESSAGE = "already stored in this browser: loaded from disk, nothing downloaded"
 
 
@@ -63,11 +64,13 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
     from ..engine.store_decoder import StoreDecoder
     from ..engine.store_weights import StoreNotReady, open_store
 
-    sink = storage.sink(folder)
+    from ..store.check import StoreDamaged, open_checked
+
     try:
+        sink = await open_checked(storage.sink(folder), folder)  # checks header and dense now, records when read
         _manifest, header = await open_store(sink)
-    except StoreNotReady as e:
-        raise BadModelFile(f"{folder}: {e}") from None
+    except (StoreNotReady, StoreDamaged) as e:
+        raise BadModelFile(f"{e} {DAMAGE_ADVICE}" if isinstance(e, StoreDamaged) else f"{folder}: {e}") from None
     try:
         # prefetch_depth 1: when the pool cannot hold every expert, each layer's router look-ahead guesses the next
         # layer's experts and their reads start while the current layer's demand loads (docs/engine.md)
@@ -76,4 +79,6 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
                                             prefetch_depth=1)
     except engine_budget.BudgetTooSmall as e:
         raise BudgetTooSmall(f"GPU budget too small: {e}") from None
+    except StoreDamaged as e:  # an expert record read while loading
+        raise BadModelFile(f"{e} {DAMAGE_ADVICE}") from None
     return header, dec

@@ -75,12 +75,16 @@ async def open_store_job(job: dict, gpu, pipelines):
     (bytes, "min" for the smallest allowed, absent: every expert resident)."""
     from pathlib import Path
 
+    from ..store.check import open_checked
     from ..store.local import DirectorySink
     from .store_decoder import StoreDecoder
 
     budget = job.get("budget")
+    # header, layout and dense planes checked now; each expert record as it is read
+    sink = job["checked_sink"] = await open_checked(DirectorySink(Path(job["store"])), job["store"],
+                                                    check_records=job.get("check_records", True))
     return await StoreDecoder.open_store(
-        DirectorySink(Path(job["store"])), gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
+        sink, gpu, pipelines, n_ctx=int(job.get("n_ctx", 2048)),
         kv_format=job.get("kv", "f16"), lane_cap=int(job.get("lane_cap", 16)),
         budget_bytes=budget if budget in (None, "min") else int(budget), upload=job.get("upload", "staging"),
         policy=job.get("policy", "lru"), max_pool_buffer=job.get("max_pool_buffer"),
@@ -118,6 +122,8 @@ async def _run_job(job: dict, gpu, pipelines) -> dict:
         if job.get("verify_pool"):  # read the whole pool back: every resident slot against its store record
             check = dict(await dec.pool.verify(dec.reader), **await dec.pool.read_status())
         out = {"runs": runs, "stats": dec.summary()}
+        if job.get("checked_sink") is not None:
+            out["stats"]["store_check"] = job.pop("checked_sink").stats
         if check is not None:
             out["pool_check"] = check
         return out
@@ -135,7 +141,8 @@ async def run(args: dict) -> dict:
     run_args = {k: args.get(k) for k in ("ids", "teacher_force", "n", "top", "logits_out")}
     run_args["top"] = run_args["top"] or 5
     job = {k: v for k, v in args.items()
-           if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload", "routing", "prefill_chunk")}
+           if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload", "routing", "prefill_chunk",
+                    "check_records")}
     job["runs"] = [run_args]
     res = await run_job(job, gpu, pipelines)
     out = res["runs"][0]

@@ -25,6 +25,7 @@ def check_supported(header: GGUFHeader, tensor_types=ENGINE_TENSOR_TYPES) -> Non
             raise UnsupportedGGUF(f"tensor {t.name!r} has type {t.type.name}, which the engine does not support "
                                   f"(it supports {', '.join(sorted(x.name for x in tensor_types))})")
     _check_dimensions(header, arch)
+    _check_hyper_parameters(header, arch)
 
 
 def _int_key(header: GGUFHeader, suffix: str, required: bool = True):
@@ -88,3 +89,39 @@ def _check_dimensions(header: GGUFHeader, arch: str) -> None:
             _expect_dims(header, p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), sh_why, required=False)
             _expect_dims(header, p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), sh_why, required=False)
             _expect_dims(header, p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), sh_why, required=False)
+
+
+def _float_key(header: GGUFHeader, suffix: str, lo: float, hi: float, required: bool = True):
+    key = f"{header.architecture}.{suffix}"
+    value = header.metadata.get(key)
+    if value is None:
+        if required:
+            raise UnsupportedGGUF(f"metadata key {key!r} is missing")
+        return None
+    # NaN fails both comparisons, so it is refused with the rest
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo < value < hi):
+        raise UnsupportedGGUF(f"metadata key {key!r} is {value!r}; it must lie between {lo:g} and {hi:g}")
+    return value
+
+
+def _check_hyper_parameters(header: GGUFHeader, arch: str) -> None:
+    """Values the model's math divides by, indexes with or takes roots of: each must make sense."""
+    n_head = _int_key(header, "attention.head_count")
+    n_head_kv = _int_key(header, "attention.head_count_kv")
+    if n_head % n_head_kv:
+        raise UnsupportedGGUF(f"{arch}.attention.head_count {n_head} is not a multiple of head_count_kv {n_head_kv}")
+    key_len = _int_key(header, "attention.key_length", required=False)
+    _int_key(header, "attention.value_length", required=False)
+    _int_key(header, "context_length", required=False)
+    n_rot = _int_key(header, "rope.dimension_count", required=False)
+    if n_rot is not None and (n_rot % 2 or (key_len is not None and n_rot > key_len)):
+        raise UnsupportedGGUF(f"{arch}.rope.dimension_count {n_rot} must be even and at most the key length "
+                              f"{key_len}")
+    _float_key(header, "attention.layer_norm_rms_epsilon", 0.0, 1.0)
+    _float_key(header, "rope.freq_base", 0.0, 1e12, required=False)
+    if arch == "qwen35moe":
+        ssm = {k: _int_key(header, f"ssm.{k}") for k in ("conv_kernel", "state_size", "group_count",
+                                                          "time_step_rank", "inner_size")}
+        if ssm["inner_size"] % ssm["time_step_rank"] or ssm["time_step_rank"] % ssm["group_count"]:
+            raise UnsupportedGGUF(f"{arch}.ssm.inner_size {ssm['inner_size']}, time_step_rank "
+                                  f"{ssm['time_step_rank']} and group_count {ssm['group_count']} do not divide")

@@ -1,8 +1,7 @@
 """What is stored and whether it is intact: list, remove, is_complete and verify (every checksum recomputed)."""
-import hashlib
 import zlib
 
-from .layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, RECORD_PLANES
+from .layout import DENSE_FILE, EXPERTS_FILE, RECORD_PLANES
 from .manifest import load_manifest
 
 READ_CHUNK = 8 << 20
@@ -23,9 +22,12 @@ async def list_models(storage) -> list:
         sink = storage.sink(name)
         files = await sink.files()
         m = await load_manifest(sink)
-        out.append({"name": name, "bytes": sum(files.values()), "complete": is_complete(m),
-                    "architecture": m["config"]["architecture"] if m else None,
-                    "source": m["source"] if m else None})
+        try:
+            complete, arch, source = is_complete(m), m["config"]["architecture"], m["source"]
+        except (KeyError, TypeError, AttributeError):  # no manifest, or one edited out of shape
+            complete, arch, source = False, None, None
+        out.append({"name": name, "bytes": sum(files.values()), "complete": complete,
+                    "architecture": arch, "source": source})
     return out
 
 
@@ -98,10 +100,17 @@ async def crc_ranges(sink, file: str, ranges, progress=None) -> dict:
 async def verify(sink, progress=None) -> VerifyReport:
     """Recompute every checksum of a completed folder: header sha256, each dense plane, each record sub-plane.
     progress(file, done, total) is called per chunk read."""
+    from .check import LayoutMismatch, StoreDamaged, check_header, check_manifest
+
     rep = VerifyReport()
     m = await load_manifest(sink)
     if m is None:
         rep.problem = "no manifest.json: nothing stored here"
+        return rep
+    try:
+        check_manifest(m)
+    except StoreDamaged as e:
+        rep.problem = str(e)
         return rep
     rep.complete = is_complete(m)
     if not rep.complete:
@@ -109,9 +118,15 @@ async def verify(sink, progress=None) -> VerifyReport:
         return rep
     lay, ck = m["layout"], m["checksums"]
     try:
-        head = await sink.read(HEADER_FILE, 0, lay["header_size"])
-        rep.header_ok = (hashlib.sha256(head).hexdigest() == m["source"]["header_sha256"]
-                         and zlib.crc32(head) == ck["header"])
+        try:
+            await check_header(sink, m)
+            rep.header_ok = True
+        except LayoutMismatch as e:  # the header is sound, the manifest's offsets are not: nothing below is trusted
+            rep.header_ok = True
+            rep.problem = e.what
+            return rep
+        except StoreDamaged:
+            pass
         planes = [(p["offset"], p["nbytes"], f"{p['tensor']}:{p['kind']}") for p in lay["dense"]["planes"]]
         got = await crc_ranges(sink, DENSE_FILE, planes,
                                progress and (lambda d, t: progress(DENSE_FILE, d, t)))

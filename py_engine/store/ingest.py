@@ -113,11 +113,21 @@ async def ingest(source, sink, *, expected_sha256=None, chunk_bytes=DEFAULT_CHUN
     expected = expected_sha256.lower() if expected_sha256 else None
 
     old = await load_manifest(sink)
+    if old is not None and not (isinstance(old, dict) and isinstance(old.get("state"), dict)
+                                and isinstance(old.get("source"), dict)):
+        old = {}  # edited out of shape: nothing in it can be resumed
     manifest, start = None, 0
     if old is not None and same_source(old, identity) and not old["state"]["failed"]:
         if old["state"]["complete"]:
             if expected and old["sha256"] != expected:
                 raise StoreIntegrityError(f"the stored model's sha256 {old['sha256']} is not the pinned {expected}")
+            if old["state"].get("damaged"):  # a check failed when it was run: rewrite what is damaged
+                from .repair import repair
+                say(f"the stored model is damaged ({old['state']['damaged']}): repairing it from the source")
+                await repair(source, sink, log=say)
+                old = await load_manifest(sink)
+                old["state"].pop("damaged", None)
+                await save_manifest(sink, old)
             return old
         manifest, start = old, old["state"]["next_offset"]
     elif old is not None:

@@ -51,7 +51,7 @@ async def load_manifest(sink):
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # a torn or foreign file: treated as no store at all
 
 
