@@ -1,7 +1,7 @@
 """Build the `py_engine` wheel that the page installs into Pyodide with micropip, in memory, from the repo sources.
 
-The wheel holds every `py_engine/**/*.py` plus `shaders/*.wgsl` as `py_engine/shaders/*.wgsl`, so the engine finds
-its kernels beside its code. It is rebuilt whenever a source's path, size or mtime changes (a cheap stat walk per
+The wheel holds every `py_engine/**/*.py` plus `shaders/**/*.wgsl` as `py_engine/shaders/**/*.wgsl` (subfolders
+kept), so the engine finds its kernels beside its code. It is rebuilt whenever a source's path, size or mtime changes (a cheap stat walk per
 request), so a reload of the page picks up an edit without restarting the host. Entries carry a fixed timestamp, so
 the same sources always give the same bytes and the ETag (a content hash) only changes when the engine does.
 """
@@ -56,8 +56,11 @@ def source_files(repo_root) -> list:
             found.append((f"{NAME}/{rel.as_posix()}", path))
     shaders = root / "shaders"
     if shaders.is_dir():
-        for path in shaders.glob("*.wgsl"):
-            found.append((f"{NAME}/shaders/{path.name}", path))
+        for path in shaders.rglob("*.wgsl"):
+            rel = path.relative_to(shaders)
+            if any(p.startswith(".") for p in rel.parts):
+                continue
+            found.append((f"{NAME}/shaders/{rel.as_posix()}", path))
     return sorted(found)
 
 

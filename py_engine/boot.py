@@ -1,7 +1,7 @@
 """What the engine worker runs right after Pyodide has installed this package: the WebGPU self-test.
 
 `self_test()` asks for an adapter and a device (with the adapter's own limits, since WebGPU's defaults are far below
-what model weights need), runs one real compute kernel (shaders/selftest_saxpy.wgsl) and checks every output
+what model weights need), runs one real compute kernel (shaders/selftest/selftest_saxpy.wgsl) and checks every output
 exactly against values computed here. It returns the adapter facts and the check result as a plain dict, which the
 worker hands to the page. `handle_request()` is the worker's entry point for every typed request after boot.
 
@@ -12,7 +12,7 @@ import struct
 import time
 from pathlib import Path
 
-SELFTEST_SHADER = "selftest_saxpy.wgsl"
+SELFTEST_SHADER = "selftest/selftest_saxpy.wgsl"  # a path inside the shaders folder
 SELFTEST_N = 4096
 WORKGROUP_SIZE = 256  # must match WG in the shader
 SELFTEST_A = 1.5

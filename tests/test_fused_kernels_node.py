@@ -67,7 +67,7 @@ async def main(args):
                     binds = {0: params, 1: buf(a["x"]), 2: out, 3: pool, 5: slots}
                     if a["fmt"] == "q8":
                         binds[4] = pool
-                    kern._record(dl, "expert_gate_up.wgsl", {"WFMT": a["fmt"], "XFMT": a["fmt"], "LANES": lanes,
+                    kern._record(dl, "moe_pool_gate_up.wgsl", {"WFMT": a["fmt"], "XFMT": a["fmt"], "LANES": lanes,
                                                                "STAGED_BLOCKS": nb}, binds,
                                  ((a["rows"] + a["per_group"] - 1) // a["per_group"], a["k"]), a["name"])
             elif a["kernel"] == "shexp_down_combine":

@@ -3,7 +3,7 @@
 The recorded token is kept whole, but every dispatch after layer 0's residency check is issued *indirectly*
 (except the later checks, which return at once once the token has stopped), its workgroup counts read from an
 `args` buffer. A residency check that finds an absent expert zeroes the counts
-of every dispatch after it (shaders/expert_residency.wgsl) and notes its layer in `status`, so the rest of the
+of every dispatch after it (shaders/moe_residency.wgsl) and notes its layer in `status`, so the rest of the
 token does not run. The CPU reads the result (status, the token's routed ids, the logits) in one readback; if
 the token stopped at layer L it pages L's experts in and resubmits from L's check: the layers before L (their
 KV appends, a DeltaNet state update) ran once and are never repeated. Each submit first restores `args` from a

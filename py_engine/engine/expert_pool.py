@@ -1,8 +1,8 @@
 """The GPU expert pool: S slots of store records split over several buffers, filled by the ExpertStreamer, and the
 kernels that route through it on the GPU.
 
-Per MoE layer the recorded token runs `router_topk` (ids on the GPU), then `expert_residency.wgsl` (slot of each
-id from the GPU copy of the residency map, misses counted), then `expert_matvec.wgsl` once per pool buffer for
+Per MoE layer the recorded token runs `router_topk` (ids on the GPU), then `moe_residency.wgsl` (slot of each
+id from the GPU copy of the residency map, misses counted), then `moe_pool_matvec.wgsl` once per pool buffer for
 gate, up and down. `StreamingKernels` is the stock `Kernels` with `moe_matvec` redirected to the pool when the model
 hands it a `PoolPart` (store_weights.py), and the router look-ahead (lookahead.py) recorded before each residency
 check when prefetch is on; it remembers where each layer's residency check sits in the dispatch
@@ -159,7 +159,7 @@ class StreamingKernels(Kernels):
             binds = {0: params, 1: x, 2: y, 3: buf, 5: self.pool.route_slots}
             if pool.fmt == "q8":
                 binds[4] = buf
-            self._record(dl, "expert_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes,
+            self._record(dl, "moe_pool_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes,
                                                      "STAGED_BLOCKS": nb},
                          binds, groups, f"{label or pool.name}@pool{b}")
 
@@ -179,7 +179,7 @@ class StreamingKernels(Kernels):
         g0 = self.splits[0][1] if self.splits else 0
         write_buffer(self.gpu, pool.guard_info, 0, struct.pack("<4I", dl.count - g0 if args is not None else 0,
                                                                0, 0, 0))
-        pipe = self.pipes.get("expert_residency.wgsl")
+        pipe = self.pipes.get("moe_residency.wgsl")
         for layer, index, route_ids, k in self.splits:
             params = self._params("4I", layer * pool.n_experts, k, layer, index - g0 + 1, label=f"residency-{layer}")
             bg = self.pipes.bind_group(pipe, {0: params, 1: route_ids, 2: pool.slot_map, 3: pool.route_slots,

@@ -1,4 +1,4 @@
-"""Launchers of the prefill-chunk kernels (shaders/gemm.wgsl, expert_gemm.wgsl, moe_group.wgsl, *_rows.wgsl,
+"""Launchers of the prefill-chunk kernels (shaders/gemm.wgsl, moe_gemm.wgsl, moe_group.wgsl, *_rows.wgsl,
 gdn_*_chunk.wgsl): like kernels.py, each records dispatches into a DispatchList through a `Kernels` instance (its
 pipelines and parameter buffers). Every dispatch is sized for the recorded chunk of T rows; the chunk uniform
 (shaders/chunk.wgsl: rows in use n <= T, position of row 0) is written once per chunk, so one recorded list
@@ -16,7 +16,7 @@ ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
 # The chunk attention's parts per row (attention_rows.wgsl): 4 x 64 lanes, each part a quarter of the row's
 # positions (16 KiB of workgroup memory, WebGPU's default limit); a row's one part left most of a GPU idle.
 ATTENTION_SPLITS = 4
-FEW_PICKS = 16  # picks per expert (on average) up to which the int8 routed GEMM is shaders/expert_gemm_few.wgsl
+FEW_PICKS = 16  # picks per expert (on average) up to which the int8 routed GEMM is shaders/moe_gemm_few.wgsl
 FEW_ROWS = 64  # its weight rows per workgroup
 
 
@@ -160,7 +160,7 @@ class ChunkKernels:
 
     def fused_gate_up(self, gate, up, down, k, n_exp) -> bool:
         """Whether the routed gate/up/SwiGLU run as one dispatch writing the down product's input quantised
-        (expert_gate_up_few.wgsl, then expert_gemm with x_q8): all three pools take the few-picks kernels and the
+        (moe_gate_up_few.wgsl, then expert_gemm with x_q8): all three pools take the few-picks kernels and the
         device binds its 9 storage buffers (WebGPU's default limit is 8). The FFN width, the down product's K, is
         whole 32-blocks (Q8_0)."""
         return (all(self.few_picks(w, k, n_exp) for w in (gate, up, down))
@@ -193,16 +193,16 @@ class ChunkKernels:
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
         pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
         average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation mode, up to
-        FEW_PICKS picks per expert on average take expert_gemm_few.wgsl (each weight block loaded once into
+        FEW_PICKS picks per expert on average take moe_gemm_few.wgsl (each weight block loaded once into
         registers for all of an expert's picks). x_q8: x holds the rows already quantised (expert_gate_up's output
         for the chunk's T·k picks; few-picks kernel only)."""
         if isinstance(pool, GpuMatrix):
             pool.require_whole("expert_gemm")
         nb = pool.cols // 32
         x_base = 0
-        # a few picks per expert: weights kept in registers across the picks (expert_gemm_few.wgsl), not staged
+        # a few picks per expert: weights kept in registers across the picks (moe_gemm_few.wgsl), not staged
         if self.few_picks(pool, k, n_exp):
-            shader, consts = "expert_gemm_few.wgsl", {"XIN": "q8" if x_q8 else "f32"}
+            shader, consts = "moe_gemm_few.wgsl", {"XIN": "q8" if x_q8 else "f32"}
             groups = ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp)
             if x_q8:
                 x_base = 8 * self.T * k * nb  # the scales follow the T·k rows' codes
@@ -211,7 +211,7 @@ class ChunkKernels:
         else:
             tt = gemm_token_tile(-(-self.T * k // n_exp))
             x_fmt = xfmt(self.kern, pool.fmt)
-            shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16, "XIN": "f32"}
+            shader, consts = "moe_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16, "XIN": "f32"}
             groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
         for b, spb, cstride, sstride, coff, soff, bufs in self._pool_targets(pool, rows, pool_buffers, layout):
             params = self.kern._params("16I", rows, nb, x_base, x_stride, x_div, map_base, n_exp, b, spb, cstride,
@@ -223,7 +223,7 @@ class ChunkKernels:
 
     def expert_gate_up(self, dl, gate, up, rows, k, xq, act_q8, grouped, slot_map, map_base, n_exp, mask, x_div,
                        pool_buffers=None, layout=None, label=""):
-        """act_q8 = silu(G·x) · (U·x) per pick, quantised to Q8_0 per 32 rows (expert_gate_up_few.wgsl; the
+        """act_q8 = silu(G·x) · (U·x) per pick, quantised to Q8_0 per 32 rows (moe_gate_up_few.wgsl; the
         layout expert_gemm(x_q8=True) reads: the T·k picks' codes, then their scales), x row = pick / x_div of the
         chunk's T rows as rmsnorm(xq=...) quantised them. Only where fused_gate_up."""
         for w in (gate, up):
@@ -237,7 +237,7 @@ class ChunkKernels:
                                                                                                   u_targets):
             params = self.kern._params("16I", rows, nb, 8 * self.T * nb, 0, x_div, map_base, n_exp, b, spb, cstride,
                                        sstride, coff, soff, ucoff, usoff, y_scales, label=label)
-            self._rec(dl, "expert_gate_up_few.wgsl", {},
+            self._rec(dl, "moe_gate_up_few.wgsl", {},
                       {0: params, 1: xq, 2: act_q8, **gbufs, **ubufs, 5: slot_map, 6: grouped, 7: mask},
                       ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp), f"{label}@{b}")
         self.flops += 2 * 2 * rows * gate.cols * k * self.T

@@ -3,7 +3,7 @@
 a `Kernels` instance (its pipelines, its parameter buffers), like the launchers in kernels.py:
 
 - moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
-  resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
+  resident pools or, with `StreamingKernels`, over the streamed pool (shaders/moe_pool_gate_up.wgsl);
 - moe_route_gate_up: the same over the resident pools with the router's top-k computed in the same dispatch;
 - ffn_gate_up: the same for one dense pair (the shared expert where the pools do not hold it);
 - shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
@@ -37,7 +37,7 @@ def route_layout(n_exp: int, k: int) -> tuple:
 def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
                       label="ffn_moe_gate_up", shared_slot=None, x_q8=False):
     """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
-    workgroup ranks them (shaders/route_topk.wgsl) and one more, which computes no product, also takes their softmax
+    workgroup ranks them (shaders/router_pick_topk.wgsl) and one more, which computes no product, also takes their softmax
     and stores the ids and weights. shared_slot: the pools'
     slot of a shared expert, whose activations then follow the k routed experts' in `act`. Returns the (buffer,
     offset, size) views of the ids and of the weights for the down product and the block's sums. x_q8: x holds
@@ -87,7 +87,7 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": "q8load" if x_q8 else xfmt(kern, gate.fmt, up.fmt),
               "LANES": lanes, "ROUTED": "true" if routed else "false", "ROWS": rows_per,
               "ROUTE": "topk" if topk else "ids", "STAGED_BLOCKS": nb}
-    # the rows of workgroups: the k experts', the shared expert's, and with the top-k the writer's (route_topk.wgsl)
+    # the rows of workgroups: the k experts', the shared expert's, and with the top-k the writer's (router_pick_topk.wgsl)
     n_k = k + (shared_slot is not None) + (topk is not None)
     kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)
 
@@ -120,7 +120,7 @@ def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
         binds = {0: params, 1: x, 2: act, 3: buf, 5: pool.route_slots}
         if gate.fmt == "q8":
             binds[4] = buf
-        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes,
+        kern._record(dl, "moe_pool_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes,
                                                    "STAGED_BLOCKS": nb},
                      binds, groups, f"{label}@pool{b}")
 
@@ -129,7 +129,7 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
                        label="ffn_moe_shexp_out"):
     """h[r] = h[r] + Σ_k route_w[k]·down[k*rows + r] + sigmoid(gate_w·xn)·(W_down[r]·act) for the rows of the
     shared expert's down matrix (one token): its product and the block's sums in one dispatch
-    (shaders/shexp_down_combine.wgsl)."""
+    (shaders/shared_expert_down_combine.wgsl)."""
     if len(w_down.bands) != 1:
         raise ValueError(f"{w_down.name}: the fused shared-expert down product needs one buffer per binding")
     w_down.require_whole("shexp_down_combine")
@@ -142,7 +142,7 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
               "STAGED_BLOCKS": nb}
     binds = {0: params, 1: act, 2: h, **w_down.bands[0][2], 5: route_w, 6: down, 7: xn, 8: gate_w}
     per_group = 64 // lanes * rows_per
-    kern._record(dl, "shexp_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
+    kern._record(dl, "shared_expert_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
 
 
 MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine.wgsl sums in one workgroup

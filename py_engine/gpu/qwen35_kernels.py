@@ -106,13 +106,13 @@ def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_outpu
 def attn_q_split(kern, dl, qg, q, n_head, hd, label="Qcur"):
     """q[h·hd + d] = qg[h·2hd + d]: the queries out of the joint query|gate projection."""
     params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
-    kern._record(dl, "attn_q_split.wgsl", {}, {0: params, 1: qg, 2: q}, (n_head * hd + 255) // 256, label)
+    kern._record(dl, "attention_q_split.wgsl", {}, {0: params, 1: qg, 2: q}, (n_head * hd + 255) // 256, label)
 
 
 def attn_output_gate(kern, dl, qg, attn, n_head, hd, label="attn_gated"):
     """attn[h·hd + d] *= sigmoid(qg[h·2hd + hd + d])."""
     params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
-    kern._record(dl, "attn_output_gate.wgsl", {}, {0: params, 1: qg, 2: attn}, (n_head * hd + 255) // 256, label)
+    kern._record(dl, "attention_output_gate.wgsl", {}, {0: params, 1: qg, 2: attn}, (n_head * hd + 255) // 256, label)
 
 
 def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
