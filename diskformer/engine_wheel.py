@@ -1,8 +1,9 @@
 """Build the `py_engine` wheel that the page installs into Pyodide with micropip, in memory, from the repo sources.
 
-The wheel holds every `py_engine/**/*.py` plus `shaders/*.wgsl` as `py_engine/shaders/*.wgsl`, so the engine finds
-its kernels beside its code. It is rebuilt whenever a source's path, size or mtime changes (a cheap stat walk per
-request), so a reload of the page picks up an edit without restarting the host. Entries carry a fixed timestamp, so
+The wheel holds every `py_engine/**/*.py` and `py_engine/**/*.js` (the JS programs the engine evaluates) plus
+`shaders/**/*.wgsl` as `py_engine/shaders/**/*.wgsl` (subfolders kept), so the engine finds its kernels beside its
+code. It is rebuilt whenever a source's path, size or mtime changes (a cheap stat walk per request), so a reload of
+the page picks up an edit without restarting the host. Entries carry a fixed timestamp, so
 the same sources always give the same bytes and the ETag (a content hash) only changes when the engine does.
 """
 import base64
@@ -49,15 +50,18 @@ def source_files(repo_root) -> list:
     found = []
     engine = root / NAME
     if engine.is_dir():
-        for path in engine.rglob("*.py"):
+        for path in sorted((*engine.rglob("*.py"), *engine.rglob("*.js"))):  # the code and its JS programs
             rel = path.relative_to(engine)
             if "__pycache__" in rel.parts or any(p.startswith(".") for p in rel.parts):
                 continue
             found.append((f"{NAME}/{rel.as_posix()}", path))
     shaders = root / "shaders"
     if shaders.is_dir():
-        for path in shaders.glob("*.wgsl"):
-            found.append((f"{NAME}/shaders/{path.name}", path))
+        for path in shaders.rglob("*.wgsl"):
+            rel = path.relative_to(shaders)
+            if any(p.startswith(".") for p in rel.parts):
+                continue
+            found.append((f"{NAME}/shaders/{rel.as_posix()}", path))
     return sorted(found)
 
 

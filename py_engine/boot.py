@@ -1,7 +1,7 @@
 """What the engine worker runs right after Pyodide has installed this package: the WebGPU self-test.
 
 `self_test()` asks for an adapter and a device (with the adapter's own limits, since WebGPU's defaults are far below
-what model weights need), runs one real compute kernel (shaders/selftest_saxpy.wgsl) and checks every output
+what model weights need), runs one real compute kernel (shaders/selftest/selftest_saxpy.wgsl) and checks every output
 exactly against values computed here. It returns the adapter facts and the check result as a plain dict, which the
 worker hands to the page. `handle_request()` is the worker's entry point for every typed request after boot.
 
@@ -12,7 +12,9 @@ import struct
 import time
 from pathlib import Path
 
-SELFTEST_SHADER = "selftest_saxpy.wgsl"
+from .gpu.params import ParamsLayout
+
+SELFTEST_SHADER = "selftest/selftest_saxpy.wgsl"  # a path inside the shaders folder
 SELFTEST_N = 4096
 WORKGROUP_SIZE = 256  # must match WG in the shader
 SELFTEST_A = 1.5
@@ -175,7 +177,8 @@ async def run_saxpy_check(device) -> dict:
     started = time.perf_counter()
 
     device.pushErrorScope("validation")
-    module = device.createShaderModule(obj({"code": await load_shader(SELFTEST_SHADER)}))
+    source = await load_shader(SELFTEST_SHADER)
+    module = device.createShaderModule(obj({"code": source}))
     try:
         pipeline = await device.createComputePipelineAsync(
             obj({"layout": "auto", "compute": {"module": module, "entryPoint": "main"}}))
@@ -194,7 +197,8 @@ async def run_saxpy_check(device) -> dict:
 
     queue = device.queue
     # writeBuffer wants a JS typed array: to_js(memoryview) hands it a Uint8Array copy of the bytes.
-    queue.writeBuffer(params, 0, to_js(memoryview(struct.pack("<fIII", a, n, 0, 0))))
+    params_bytes = ParamsLayout.parse(source, SELFTEST_SHADER).pack({"a": a, "n": n})
+    queue.writeBuffer(params, 0, to_js(memoryview(params_bytes)))
     queue.writeBuffer(x_buf, 0, to_js(memoryview(struct.pack(f"<{n}f", *x))))
     queue.writeBuffer(y_buf, 0, to_js(memoryview(struct.pack(f"<{n}f", *y))))
 

@@ -1,7 +1,7 @@
 """The prefill's fused routed FFN for few picks per expert on a real WebGPU device (Dawn on lavapipe in Node, through
 Pyodide): the chunk's norm writing its rows also quantised (rmsnorm_q8.wgsl over T rows), gate/up/SwiGLU in one
-dispatch reading them (shaders/expert_gate_up_few.wgsl) and writing act quantised, the down product reading that
-(expert_gemm_few.wgsl with expert_x_q8.wgsl): ChunkKernels.rmsnorm(xq=), expert_gate_up, expert_gemm(x_q8=True).
+dispatch reading them (shaders/moe_gate_up_few.wgsl) and writing act quantised, the down product reading that
+(moe_gemm_few.wgsl with moe_x_q8.wgsl): ChunkKernels.rmsnorm(xq=), expert_gate_up, expert_gemm(x_q8=True).
 
 The same inputs also run through the separate path (the f32 norm rows into gate and up products, silu_mul, the down
 product quantising the f32 act rows while staging) in the same process. Checked: the norm's codes and scales are

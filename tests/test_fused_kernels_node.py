@@ -62,14 +62,16 @@ async def main(args):
                 nb = a["cols"] // 32
                 lanes = 64 // a["per_group"]
                 for b in range(a["n_buffers"]):
-                    params = kern._params("12I", a["rows"], nb, b, a["spb"], a["stride"], *a["offsets"], 0, 0, 0)
+                    gc, gs, uc, us = a["offsets"]
+                    params = {"rows": a["rows"], "nb": nb, "buf": b, "spb": a["spb"], "stride": a["stride"],
+                              "gate_codes": gc, "gate_scales": gs, "up_codes": uc, "up_scales": us}
                     pool = buf(f"{a['pool']}{b}")
-                    binds = {0: params, 1: buf(a["x"]), 2: out, 3: pool, 5: slots}
+                    binds = {1: buf(a["x"]), 2: out, 3: pool, 5: slots}
                     if a["fmt"] == "q8":
                         binds[4] = pool
-                    kern._record(dl, "expert_gate_up.wgsl", {"WFMT": a["fmt"], "XFMT": a["fmt"], "LANES": lanes,
-                                                               "STAGED_BLOCKS": nb}, binds,
-                                 ((a["rows"] + a["per_group"] - 1) // a["per_group"], a["k"]), a["name"])
+                    kern.record(dl, "moe_pool_gate_up.wgsl", {"WFMT": a["fmt"], "XFMT": a["fmt"], "LANES": lanes,
+                                                              "STAGED_BLOCKS": nb}, binds,
+                                ((a["rows"] + a["per_group"] - 1) // a["per_group"], a["k"]), a["name"], params)
             elif a["kernel"] == "shexp_down_combine":
                 out = buf(a["h"])
                 wd = matrix(a["w_down"], a["fmt"], a["n"], a["cols"])

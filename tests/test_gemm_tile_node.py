@@ -1,4 +1,4 @@
-"""The prefill GEMM tile (shaders/gemm_tile.wgsl through gemm.wgsl and expert_gemm.wgsl, launched by
+"""The prefill GEMM tile (shaders/gemm_tile.wgsl through gemm.wgsl and moe_gemm.wgsl, launched by
 py_engine.gpu.chunk_kernels) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against numpy.
 
 The cases sit on the tile's edges: weight rows around the 128-row tile (1, 127, 129, 300), tokens around the token
@@ -6,7 +6,7 @@ tiles (1, 63, 65: the tile follows the recorded chunk size, 16, 32 or 64 tokens)
 unused, K of one block, two blocks and 64 blocks, Q8_0 and F32 weights, row bands, strided and offset rows,
 accumulation, row views of a stacked matrix (GpuMatrix.row_view: the weight rows start at row_base), and routed
 experts with no, one, a few and more than a tile of picks, masked and absent experts (with few picks per expert
-on average the int8 mode takes shaders/expert_gemm_few.wgsl: more than one pass of picks, short and long K).
+on average the int8 mode takes shaders/moe_gemm_few.wgsl: more than one pass of picks, short and long K).
 Each runs for Q8_0 weights in Q8_0-activation mode ("q8": the int8 tile, shaders/gemm_tile_q8.wgsl; the reference
 quantises x as llama.cpp does), Q8_0 weights with f32 activations ("q8f") and F32 weights (both: gemm_tile_f32.wgsl).
 The int8 tile also gets rows already fake-quantised (as fake_quantize_q8_0 writes them: the same product) and rows with
@@ -241,7 +241,7 @@ def tile_run(tmp_path_factory):
         c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
         c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
         c.experts(f"e_{tag}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2], **kw)
-        # few picks per expert on average (the int8 mode's expert_gemm_few.wgsl): an expert past several passes
+        # few picks per expert on average (the int8 mode's moe_gemm_few.wgsl): an expert past several passes
         # of 8 picks, K of 64 blocks (4 staging steps) and of 3 (one short step), rows past the last 64-row block
         c.experts(f"e_{tag}_few", fmt, 129, 2048, T=40, k=2, counts=[0, 33, 20, 1, 17, 9, 0, 0], x_div=1,
                   absent=[5], **kw)

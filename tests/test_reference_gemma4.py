@@ -60,7 +60,7 @@ def test_q4_0_and_q6_k_equal_gguf_package_and_the_f32_twin(gemma4_models):
     quantized = GGUFWeights(gemma4_models / "micro-gemma4.gguf")
     twin = GGUFWeights(gemma4_models / "micro-gemma4-f32.gguf")
     kinds = set()
-    for t in quantized.reader.tensors:
+    for t in gguf.GGUFReader(gemma4_models / "micro-gemma4.gguf").tensors:
         kind = t.tensor_type.name
         if kind not in ("Q4_0", "Q6_K"):
             continue

@@ -55,3 +55,36 @@ def test_staging_sized_to_the_pipeline():
     assert "const XQ_BLOCKS: u32 = 64u;" in q8 and "array<vec4<u32>, 2u * XQ_BLOCKS>" in q8
     gated = ShaderLoader().source("matvec.wgsl", {**consts, "XFMT": "f32s", "NORM": "gated", "STAGED_BLOCKS": 16})
     assert "const XS_VECS: u32 = 8u * 16u;" in gated and "block_sq: array<f32, 16>" in gated
+
+
+def test_shaders_found_by_name_in_subfolders(tmp_path):
+    """A shader is named by its file name wherever it sits in the tree (or by its path inside the folder); a file
+    name used twice is refused."""
+    from py_engine.gpu.shader_loader import ShaderError, ShaderLoader
+
+    (tmp_path / "top.wgsl").write_text('#include "leaf.wgsl"\nfn main() {}\n')
+    (tmp_path / "group" / "deeper").mkdir(parents=True)
+    (tmp_path / "group" / "deeper" / "leaf.wgsl").write_text("fn leaf() {}\n")
+    loader = ShaderLoader(tmp_path)
+    assert "fn leaf() {}" in loader.source("top.wgsl")
+    assert loader.source("group/deeper/leaf.wgsl") == "fn leaf() {}\n"
+    with pytest.raises(ShaderError, match="not found"):
+        loader.source("group/../top.wgsl")
+    (tmp_path / "group" / "top.wgsl").write_text("fn other() {}\n")
+    with pytest.raises(ShaderError, match="two shaders are named top.wgsl"):
+        ShaderLoader(tmp_path).source("top.wgsl")
+
+
+def test_repo_shader_tree():
+    """Every repo shader has a unique file name, every include resolves, and the engine wheel ships the tree with
+    its subfolders."""
+    from diskformer.engine_wheel import source_files
+    from py_engine.gpu.shader_loader import default_shader_dir, shader_index
+
+    root = default_shader_dir()
+    index = shader_index(root)  # raises on a duplicate name
+    assert {"matvec.wgsl", "gemm.wgsl", "attention.wgsl", "selftest_saxpy.wgsl"} <= set(index)
+    assert index["matvec.wgsl"].parent.name == "matvec"
+    names = {name for name, _ in source_files(root.parent)}
+    for name, path in index.items():
+        assert f"py_engine/shaders/{path.relative_to(root).as_posix()}" in names

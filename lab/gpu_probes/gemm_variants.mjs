@@ -1,7 +1,7 @@
 // Prefill GEMM tiles on the GPU at hand: the f32 tile (Q8_0 weights dequantised to f32, f32 FMAs:
 // shaders/gemm_tile_f32.wgsl) against the int8 tile (activations quantised to Q8_0 while staging, dot4I8Packed:
-// gemm_tile_q8.wgsl), both through the engine's own gemm.wgsl / expert_gemm.wgsl, and the int8 expert_gemm_few.wgsl
-// and the fused expert_gate_up_few.wgsl + the down reading its int8 act (includes and {{CONSTS}} filled here as
+// gemm_tile_q8.wgsl), both through the engine's own gemm.wgsl / moe_gemm.wgsl, and the int8 moe_gemm_few.wgsl
+// and the fused moe_gate_up_few.wgsl + the down reading its int8 act (includes and {{CONSTS}} filled here as
 // py_engine/gpu/shader_loader.py does), on the real model's shapes.
 //   DAWN_NODE=path/dawn.node node lab/gpu_probes/gemm_variants.mjs [--tiny]
 // (without DAWN_NODE the `webgpu` package of node_modules). --tiny: small shapes, for a check that it runs (lavapipe).
@@ -130,12 +130,12 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
   const tt0 = tokenTile(Math.ceil(T * k / nExp));
   const R = tiny ? 2 : Math.max(3, Math.min(50, Math.round(2e10 / (2 * rows * K * T * k))));
   // the engine's tile (tt0) for both formats, the wider int8 tiles (fewer passes for an expert with many picks),
-  // and expert_gemm_few.wgsl (int8; the engine's choice up to 16 picks per expert on average)
+  // and moe_gemm_few.wgsl (int8; the engine's choice up to 16 picks per expert on average)
   const runs = [...XFMTS.map((xf) => [xf, tt0]), ...[32, 64].filter((t) => t > tt0).map((t) => ['q8', t]),
                 ['q8', 'few']];
   for (const [xf, tt] of runs) {
-    const pipe = tt === 'few' ? pipeline('expert_gemm_few.wgsl', { XIN: 'f32' })
-      : pipeline('expert_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16, XIN: 'f32' });
+    const pipe = tt === 'few' ? pipeline('moe_gemm_few.wgsl', { XIN: 'f32' })
+      : pipeline('moe_gemm.wgsl', { WFMT: 'q8', XFMT: xf, TILE_TN: tt / 16, XIN: 'f32' });
     const gx = tt === 'few' ? Math.ceil(rows / 64) : Math.ceil(rows / 128);
     const bufs = { 0: params, 1: xb, 2: y, 3: W.codes, 4: W.scales, 5: slotMap, 6: gb, 7: mask };
     const bg = device.createBindGroup({ layout: pipe.getBindGroupLayout(0),
@@ -154,8 +154,8 @@ async function experts(name, rows, K, T, nExp, k, xdiv) {
 }
 
 // The routed FFN fused for few picks (the engine's path up to 16 picks per expert on average, where the device binds
-// 9 storage buffers): expert_gate_up_few.wgsl (x quantised ahead as the chunk's norm writes it; gate and up of
-// 512 × 2048 experts, SwiGLU, act written as Q8_0 codes + scales) and the down product reading that act (expert_gemm_few.wgsl, XIN = q8); compare with the 'few' lines of
+// 9 storage buffers): moe_gate_up_few.wgsl (x quantised ahead as the chunk's norm writes it; gate and up of
+// 512 × 2048 experts, SwiGLU, act written as Q8_0 codes + scales) and the down product reading that act (moe_gemm_few.wgsl, XIN = q8); compare with the 'few' lines of
 // the gate/up and down shapes above (three such dispatches and a SwiGLU pass). Checked on sampled blocks / outputs
 // against the JS reference of the same arithmetic.
 async function fusedFfn(name, ffn, K, T, nExp, k, few = null) {
@@ -184,9 +184,9 @@ async function fusedFfn(name, ffn, K, T, nExp, k, few = null) {
     return time(pipe, bg, Math.ceil(rows / 64), nExp, R);
   };
   const common = { 5: slotMap, 6: gb, 7: mask };
-  const usGU = await run('expert_gate_up_few.wgsl', {}, { 0: pGU, 1: xb, 2: act, 3: G.codes, 4: G.scales, 8: Uw.codes,
+  const usGU = await run('moe_gate_up_few.wgsl', {}, { 0: pGU, 1: xb, 2: act, 3: G.codes, 4: G.scales, 8: Uw.codes,
                                                            9: Uw.scales, ...common }, ffn);
-  const usD = await run('expert_gemm_few.wgsl', { XIN: 'q8' }, { 0: pD, 1: act, 2: y, 3: D.codes, 4: D.scales, ...common },
+  const usD = await run('moe_gemm_few.wgsl', { XIN: 'q8' }, { 0: pD, 1: act, 2: y, 3: D.codes, 4: D.scales, ...common },
                         K);
   const words = new Uint32Array((await readback(act, nPick * ffn * 4)).buffer);
   const codes = new Int8Array(words.buffer), dOf = (p, b) => new Float32Array(words.buffer, 4 * (yScales + p * nbo + b), 1)[0];

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,11 +10,17 @@ import { fileURLToPath } from 'node:url';
 // Needs Dawn's globals (GPUBufferUsage, ...: dawnDevice sets them).
 const SHADERS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'shaders');
 
+// Every shader under shaders/ by its file name (unique across the subfolders), as py_engine/gpu/shader_loader.py
+// finds them.
+const SHADER_PATHS = new Map(readdirSync(SHADERS, { recursive: true }).filter((p) => p.endsWith('.wgsl'))
+  .map((p) => [p.split(/[\\/]/).pop(), join(SHADERS, p)]));
+
 // A shader of shaders/ with its #include "x.wgsl" inserted (once each) and {{NAME}} placeholders filled, as
 // py_engine/gpu/shader_loader.py does.
 export function assemble(name, consts, seen = new Set()) {
   seen.add(name);
-  const text = readFileSync(join(SHADERS, name), 'utf8').replace(/\{\{([A-Z][A-Z0-9_]*)\}\}/g, (_, k) => {
+  if (!SHADER_PATHS.has(name)) throw new Error(`shader ${name} not found under ${SHADERS}`);
+  const text = readFileSync(SHADER_PATHS.get(name), 'utf8').replace(/\{\{([A-Z][A-Z0-9_]*)\}\}/g, (_, k) => {
     if (!(k in consts)) throw new Error(`${name}: no value given for {{${k}}}`);
     return String(consts[k]);
   });

@@ -3,7 +3,7 @@
 The recorded token is kept whole, but every dispatch after layer 0's residency check is issued *indirectly*
 (except the later checks, which return at once once the token has stopped), its workgroup counts read from an
 `args` buffer. A residency check that finds an absent expert zeroes the counts
-of every dispatch after it (shaders/expert_residency.wgsl) and notes its layer in `status`, so the rest of the
+of every dispatch after it (shaders/moe_residency.wgsl) and notes its layer in `status`, so the rest of the
 token does not run. The CPU reads the result (status, the token's routed ids, the logits) in one readback; if
 the token stopped at layer L it pages L's experts in and resubmits from L's check: the layers before L (their
 KV appends, a DeltaNet state update) ran once and are never repeated. Each submit first restores `args` from a
@@ -15,44 +15,9 @@ logits readback, which also brings the routed ids the LRU/hot policy is told abo
 import struct
 
 import js
-from pyodide.code import run_js
 
 from ..gpu.buffers import COPY_DST, COPY_SRC, INDIRECT, MAP_READ, STORAGE, create_buffer, write_buffer
-
-_JS = r"""
-({
-  // ops: [0, pipeline, bindGroup, x, y, z] | [2, pipeline, bindGroup, argsBuffer, argsOffset] | [1, copy...]
-  record(enc, ops) {
-    let pass = null;
-    for (const op of ops) {
-      if (op[0] === 1) {
-        if (pass !== null) { pass.end(); pass = null; }
-        enc.copyBufferToBuffer(op[1], op[2], op[3], op[4], op[5]);
-        continue;
-      }
-      if (pass === null) pass = enc.beginComputePass();
-      pass.setPipeline(op[1]); pass.setBindGroup(0, op[2]);
-      if (op[0] === 0) pass.dispatchWorkgroups(op[3], op[4], op[5]);
-      else pass.dispatchWorkgroupsIndirect(op[3], op[4]);
-    }
-    if (pass !== null) pass.end();
-  },
-  // Write the step words, run `ops`, copy each [src, srcOffset, dstOffset, size] into `staging`; with
-  // nbytes > 0 map it and resolve to its first nbytes, else resolve to null without waiting.
-  async run(device, stepBuf, stepWords, ops, copies, staging, nbytes) {
-    device.queue.writeBuffer(stepBuf, 0, new Uint32Array(stepWords));
-    const enc = device.createCommandEncoder();
-    this.record(enc, ops);
-    for (const c of copies) enc.copyBufferToBuffer(c[0], c[1], staging, c[2], c[3]);
-    device.queue.submit([enc.finish()]);
-    if (nbytes === 0) return null;
-    await staging.mapAsync(GPUMapMode.READ, 0, nbytes);
-    const bytes = new Uint8Array(staging.getMappedRange(0, nbytes)).slice();
-    staging.unmap();
-    return bytes;
-  },
-})
-"""
+from ..gpu.jsutil import load_program
 
 _helper = None
 
@@ -60,7 +25,7 @@ _helper = None
 def helper():
     global _helper
     if _helper is None:
-        _helper = run_js(_JS)
+        _helper = load_program("early_stop.js")
     return _helper
 
 

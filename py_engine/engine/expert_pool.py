@@ -1,8 +1,8 @@
 """The GPU expert pool: S slots of store records split over several buffers, filled by the ExpertStreamer, and the
 kernels that route through it on the GPU.
 
-Per MoE layer the recorded token runs `router_topk` (ids on the GPU), then `expert_residency.wgsl` (slot of each
-id from the GPU copy of the residency map, misses counted), then `expert_matvec.wgsl` once per pool buffer for
+Per MoE layer the recorded token runs `router_topk` (ids on the GPU), then `moe_residency.wgsl` (slot of each
+id from the GPU copy of the residency map, misses counted), then `moe_pool_matvec.wgsl` once per pool buffer for
 gate, up and down. `StreamingKernels` is the stock `Kernels` with `moe_matvec` redirected to the pool when the model
 hands it a `PoolPart` (store_weights.py), and the router look-ahead (lookahead.py) recorded before each residency
 check when prefetch is on; it remembers where each layer's residency check sits in the dispatch
@@ -148,22 +148,23 @@ class StreamingKernels(Kernels):
         if pool.rows != rows:
             raise ValueError(f"{pool.name}: {pool.rows} rows per expert, the model asked for {rows}")
         if not self.splits or self.splits[-1][0] != pool.layer:
-            self._residency_check(dl, pool.layer, k, route_ids)
+            self.residency_check(dl, pool.layer, k, route_ids)
         lay = self.pool.layout
         nb = pool.cols // 32
         lanes = lanes_for(nb, self.lane_cap)
         groups = ((rows + 64 // lanes - 1) // (64 // lanes), k)
         for b, buf in enumerate(self.pool.buffers):
-            params = self._params("12I", rows, nb, x_base, x_stride, b, lay.slots_per_buffer, lay.slot_stride,
-                                  pool.codes_off, pool.scales_off, 0, 0, 0, label=label)
-            binds = {0: params, 1: x, 2: y, 3: buf, 5: self.pool.route_slots}
+            params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": x_stride, "buf": b,
+                      "spb": lay.slots_per_buffer, "stride": lay.slot_stride, "codes_off": pool.codes_off,
+                      "scales_off": pool.scales_off}
+            binds = {1: x, 2: y, 3: buf, 5: self.pool.route_slots}
             if pool.fmt == "q8":
                 binds[4] = buf
-            self._record(dl, "expert_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes,
-                                                     "STAGED_BLOCKS": nb},
-                         binds, groups, f"{label or pool.name}@pool{b}")
+            self.record(dl, "moe_pool_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes,
+                                                    "STAGED_BLOCKS": nb},
+                        binds, groups, f"{label or pool.name}@pool{b}", params)
 
-    def _residency_check(self, dl, layer, k, route_ids):
+    def residency_check(self, dl, layer, k, route_ids):
         # a placeholder: the check's bind group needs the guard's indirect-args buffer, which can only be sized
         # once the whole token is recorded (finish() fills it in). The look-ahead goes before the check, so a token
         # stopped by it has the guesses for the next layers too.
@@ -179,9 +180,11 @@ class StreamingKernels(Kernels):
         g0 = self.splits[0][1] if self.splits else 0
         write_buffer(self.gpu, pool.guard_info, 0, struct.pack("<4I", dl.count - g0 if args is not None else 0,
                                                                0, 0, 0))
-        pipe = self.pipes.get("expert_residency.wgsl")
+        pipe = self.pipes.get("moe_residency.wgsl")
         for layer, index, route_ids, k in self.splits:
-            params = self._params("4I", layer * pool.n_experts, k, layer, index - g0 + 1, label=f"residency-{layer}")
+            params = self.params("moe_residency.wgsl", {}, {"map_base": layer * pool.n_experts, "k": k,
+                                                            "layer": layer, "guard_from": index - g0 + 1},
+                                 label=f"residency-{layer}")
             bg = self.pipes.bind_group(pipe, {0: params, 1: route_ids, 2: pool.slot_map, 3: pool.route_slots,
                                               4: pool.status, 5: pool.route_hist,
                                               6: args if args is not None else pool.no_args, 7: pool.guard_info},

@@ -1,18 +1,12 @@
 """GPU buffers: creation within the device's limits, uploads from Python bytes, readback to Python bytes."""
 import js
 
-from .jsutil import js_bytes
+from .jsutil import js_bytes, load_program
 
 # A Python buffer handed to JS becomes a PyProxy; `getBuffer` gives a Uint8Array over the Python object's own bytes
 # in the WASM heap (no copy), so `writeBuffer` copies once, straight from Python memory. Done inside one JS call so
 # nothing can grow (and detach) the heap between taking the view and using it; `size` is explicit, so a detached
 # view would fail loudly instead of writing nothing.
-_WRITE_VIEW_JS = r"""
-(queue, buf, offset, py, start, size) => {
-  const pb = py.getBuffer('u8');
-  try { queue.writeBuffer(buf, offset, pb.data, start, size); } finally { pb.release(); }
-}
-"""
 _write_view = None
 
 MAP_READ = 0x0001
@@ -72,7 +66,8 @@ def write_buffer(gpu, buf, offset: int, data) -> None:
 
 def write_view(gpu, buf, offset: int, data, start: int = 0, nbytes: int | None = None) -> None:
     """Copy data[start:start + nbytes] (a contiguous Python bytes-like object) into `buf` at `offset` without an
-    intermediate JS copy (see _WRITE_VIEW_JS). nbytes, start and offset must be multiples of 4 (writeBuffer's rule)."""
+    intermediate JS copy (py_engine/js_programs/write_view.js). nbytes, start and offset must be multiples of 4
+    (writeBuffer's rule)."""
     global _write_view
     mv = memoryview(data)
     if not mv.c_contiguous:
@@ -86,8 +81,7 @@ def write_view(gpu, buf, offset: int, data, start: int = 0, nbytes: int | None =
     if nbytes == 0:
         return
     if _write_view is None:
-        from pyodide.code import run_js
-        _write_view = run_js(_WRITE_VIEW_JS)
+        _write_view = load_program("write_view.js")
     _write_view(gpu.queue, buf, offset, data, start, nbytes)
 
 

@@ -1,4 +1,4 @@
-"""Launchers of the prefill-chunk kernels (shaders/gemm.wgsl, expert_gemm.wgsl, moe_group.wgsl, *_rows.wgsl,
+"""Launchers of the prefill-chunk kernels (shaders/gemm.wgsl, moe_gemm.wgsl, moe_group.wgsl, *_rows.wgsl,
 gdn_*_chunk.wgsl): like kernels.py, each records dispatches into a DispatchList through a `Kernels` instance (its
 pipelines and parameter buffers). Every dispatch is sized for the recorded chunk of T rows; the chunk uniform
 (shaders/chunk.wgsl: rows in use n <= T, position of row 0) is written once per chunk, so one recorded list
@@ -16,7 +16,7 @@ ALL_SLOTS = 0xFFFFFFFF  # "slots per buffer" of a pool held in one buffer
 # The chunk attention's parts per row (attention_rows.wgsl): 4 x 64 lanes, each part a quarter of the row's
 # positions (16 KiB of workgroup memory, WebGPU's default limit); a row's one part left most of a GPU idle.
 ATTENTION_SPLITS = 4
-FEW_PICKS = 16  # picks per expert (on average) up to which the int8 routed GEMM is shaders/expert_gemm_few.wgsl
+FEW_PICKS = 16  # picks per expert (on average) up to which the int8 routed GEMM is shaders/moe_gemm_few.wgsl
 FEW_ROWS = 64  # its weight rows per workgroup
 
 
@@ -73,8 +73,9 @@ class ChunkKernels:
         self._slices = None  # the split GEMMs' partial sums (grown as recorded GEMMs need)
         self._old_slices = []  # smaller ones it replaced, still bound by the dispatches recorded with them
 
-    def _rec(self, dl, name, consts, binds, groups, label):
-        self.kern._record(dl, name, consts, binds, groups, label)
+    def record(self, dl, shader, consts, binds, groups, label, params=None):
+        """One dispatch of `shader` into `dl` through the Kernels (Kernels.record); params: its Params fields."""
+        self.kern.record(dl, shader, consts, binds, groups, label, params)
 
     def _slice_buffer(self, floats: int):
         if self._slices is None or self._slices.size < 4 * floats:
@@ -116,20 +117,21 @@ class ChunkKernels:
             ks = -(-nb // kb_per)
             groups = ((n + GEMM_ROWS - 1) // GEMM_ROWS, (self.T + tt - 1) // tt, ks)
             if ks == 1:
-                params = self.kern._params("12I", n, nb, x_base, x_stride, y_base + row0, y_stride, int(accumulate),
-                                           w.row_base, nb, 0, 0, 0, label=label)
-                self._rec(dl, "gemm.wgsl", {**consts, "TILE_TN": tt // 16},
-                          {0: params, 1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name)
+                params = {"rows": n, "nb": nb, "x_base": x_base, "x_stride": x_stride, "y_base": y_base + row0,
+                          "y_stride": y_stride, "accumulate": int(accumulate), "row_base": w.row_base, "kb_per": nb,
+                          "slice_stride": 0}
+                self.record(dl, "gemm.wgsl", {**consts, "TILE_TN": tt // 16},
+                            {1: self.chunk, 2: x, 5: y, **bufs}, groups, label or w.name, params)
                 continue
             part = self._slice_buffer(ks * self.T * n)
-            params = self.kern._params("12I", n, nb, x_base, x_stride, 0, n, 0, w.row_base, kb_per, self.T * n,
-                                       0, 0, label=label)
-            self._rec(dl, "gemm.wgsl", {**consts, "TILE_TN": tt // 16},
-                      {0: params, 1: self.chunk, 2: x, 5: part, **bufs}, groups, label or w.name)
-            params = self.kern._params("8I", n, ks, y_base + row0, y_stride, int(accumulate), self.T * n, 0, 0,
-                                       label=label)
-            self._rec(dl, "gemm_split_sum.wgsl", {}, {0: params, 1: self.chunk, 2: part, 3: y},
-                      ((n + 255) // 256, self.T), _sum_label(label or w.name))
+            params = {"rows": n, "nb": nb, "x_base": x_base, "x_stride": x_stride, "y_base": 0, "y_stride": n,
+                      "accumulate": 0, "row_base": w.row_base, "kb_per": kb_per, "slice_stride": self.T * n}
+            self.record(dl, "gemm.wgsl", {**consts, "TILE_TN": tt // 16},
+                        {1: self.chunk, 2: x, 5: part, **bufs}, groups, label or w.name, params)
+            params = {"rows": n, "slices": ks, "y_base": y_base + row0, "y_stride": y_stride,
+                      "accumulate": int(accumulate), "slice_stride": self.T * n}
+            self.record(dl, "gemm_split_sum.wgsl", {}, {1: self.chunk, 2: part, 3: y},
+                        ((n + 255) // 256, self.T), _sum_label(label or w.name), params)
         self.flops += 2 * w.rows * w.cols * self.T
 
     def gemm_quantised(self, dl, w: GpuMatrix, x, xq, y, y_stride, y_base=0, accumulate=False, label=""):
@@ -141,15 +143,15 @@ class ChunkKernels:
             self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label)
             return
         nb = w.cols // 32
-        params = self.kern._params("4I", w.cols, 0, w.cols // 4, 8 * self.T * nb, label=label)
-        self._rec(dl, "quantize_rows_q8.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: xq},
-                  ((nb + 63) // 64, self.T), _xq_label(label or w.name))
+        params = {"n": w.cols, "x_base": 0, "x_stride": w.cols // 4, "q_scales": 8 * self.T * nb}
+        self.record(dl, "quantize_rows_q8.wgsl", {}, {1: self.chunk, 2: x, 3: xq},
+                    ((nb + 63) // 64, self.T), _xq_label(label or w.name), params)
         self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label, xq=xq)
 
     def last_row(self, dl, x, y, n, label="chunk_last_row"):
         """y[0:n] = the chunk's last row in use of x (rows of n values; chunk_last_row.wgsl)."""
-        params = self.kern._params("4I", n, 0, 0, 0, label=label)
-        self._rec(dl, "chunk_last_row.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: y}, ((n + 255) // 256, 1), label)
+        self.record(dl, "chunk_last_row.wgsl", {}, {1: self.chunk, 2: x, 3: y}, ((n + 255) // 256, 1), label,
+                    {"n": n})
 
     def few_picks(self, pool, k, n_exp) -> bool:
         """Whether the routed GEMM over `pool` takes the few-picks kernels (Q8_0 weights in Q8_0-activation mode, at
@@ -160,7 +162,7 @@ class ChunkKernels:
 
     def fused_gate_up(self, gate, up, down, k, n_exp) -> bool:
         """Whether the routed gate/up/SwiGLU run as one dispatch writing the down product's input quantised
-        (expert_gate_up_few.wgsl, then expert_gemm with x_q8): all three pools take the few-picks kernels and the
+        (moe_gate_up_few.wgsl, then expert_gemm with x_q8): all three pools take the few-picks kernels and the
         device binds its 9 storage buffers (WebGPU's default limit is 8). The FFN width, the down product's K, is
         whole 32-blocks (Q8_0)."""
         return (all(self.few_picks(w, k, n_exp) for w in (gate, up, down))
@@ -193,16 +195,16 @@ class ChunkKernels:
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
         pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
         average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation mode, up to
-        FEW_PICKS picks per expert on average take expert_gemm_few.wgsl (each weight block loaded once into
+        FEW_PICKS picks per expert on average take moe_gemm_few.wgsl (each weight block loaded once into
         registers for all of an expert's picks). x_q8: x holds the rows already quantised (expert_gate_up's output
         for the chunk's T·k picks; few-picks kernel only)."""
         if isinstance(pool, GpuMatrix):
             pool.require_whole("expert_gemm")
         nb = pool.cols // 32
         x_base = 0
-        # a few picks per expert: weights kept in registers across the picks (expert_gemm_few.wgsl), not staged
+        # a few picks per expert: weights kept in registers across the picks (moe_gemm_few.wgsl), not staged
         if self.few_picks(pool, k, n_exp):
-            shader, consts = "expert_gemm_few.wgsl", {"XIN": "q8" if x_q8 else "f32"}
+            shader, consts = "moe_gemm_few.wgsl", {"XIN": "q8" if x_q8 else "f32"}
             groups = ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp)
             if x_q8:
                 x_base = 8 * self.T * k * nb  # the scales follow the T·k rows' codes
@@ -211,19 +213,20 @@ class ChunkKernels:
         else:
             tt = gemm_token_tile(-(-self.T * k // n_exp))
             x_fmt = xfmt(self.kern, pool.fmt)
-            shader, consts = "expert_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16, "XIN": "f32"}
+            shader, consts = "moe_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16, "XIN": "f32"}
             groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
         for b, spb, cstride, sstride, coff, soff, bufs in self._pool_targets(pool, rows, pool_buffers, layout):
-            params = self.kern._params("16I", rows, nb, x_base, x_stride, x_div, map_base, n_exp, b, spb, cstride,
-                                       sstride, coff, soff, 0, 0, 0, label=label)
-            self._rec(dl, shader, consts,
-                      {0: params, 1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
-                      f"{label or pool.name}@{b}")
+            params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": x_stride, "x_div": x_div,
+                      "map_base": map_base, "n_exp": n_exp, "buf": b, "spb": spb, "code_stride": cstride,
+                      "scale_stride": sstride, "codes_off": coff, "scales_off": soff, "codes_off2": 0,
+                      "scales_off2": 0, "y_scales": 0}
+            self.record(dl, shader, consts, {1: x, 2: y, **bufs, 5: slot_map, 6: grouped, 7: mask}, groups,
+                        f"{label or pool.name}@{b}", params)
         self.flops += 2 * rows * pool.cols * k * self.T
 
     def expert_gate_up(self, dl, gate, up, rows, k, xq, act_q8, grouped, slot_map, map_base, n_exp, mask, x_div,
                        pool_buffers=None, layout=None, label=""):
-        """act_q8 = silu(G·x) · (U·x) per pick, quantised to Q8_0 per 32 rows (expert_gate_up_few.wgsl; the
+        """act_q8 = silu(G·x) · (U·x) per pick, quantised to Q8_0 per 32 rows (moe_gate_up_few.wgsl; the
         layout expert_gemm(x_q8=True) reads: the T·k picks' codes, then their scales), x row = pick / x_div of the
         chunk's T rows as rmsnorm(xq=...) quantised them. Only where fused_gate_up."""
         for w in (gate, up):
@@ -235,19 +238,20 @@ class ChunkKernels:
         u_targets = self._pool_targets(up, rows, pool_buffers, layout, binds=(8, 9))
         for (b, spb, cstride, sstride, coff, soff, gbufs), (_, _, _, _, ucoff, usoff, ubufs) in zip(g_targets,
                                                                                                   u_targets):
-            params = self.kern._params("16I", rows, nb, 8 * self.T * nb, 0, x_div, map_base, n_exp, b, spb, cstride,
-                                       sstride, coff, soff, ucoff, usoff, y_scales, label=label)
-            self._rec(dl, "expert_gate_up_few.wgsl", {},
-                      {0: params, 1: xq, 2: act_q8, **gbufs, **ubufs, 5: slot_map, 6: grouped, 7: mask},
-                      ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp), f"{label}@{b}")
+            params = {"rows": rows, "nb": nb, "x_base": 8 * self.T * nb, "x_stride": 0, "x_div": x_div,
+                      "map_base": map_base, "n_exp": n_exp, "buf": b, "spb": spb, "code_stride": cstride,
+                      "scale_stride": sstride, "codes_off": coff, "scales_off": soff, "codes_off2": ucoff,
+                      "scales_off2": usoff, "y_scales": y_scales}
+            self.record(dl, "moe_gate_up_few.wgsl", {},
+                        {1: xq, 2: act_q8, **gbufs, **ubufs, 5: slot_map, 6: grouped, 7: mask},
+                        ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp), f"{label}@{b}", params)
         self.flops += 2 * 2 * rows * gate.cols * k * self.T
 
     def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd"):
         table.require_whole("embed_rows")
         for row0, n, bufs in table.bands:
-            params = self.kern._params("4I", table.cols, row0, n, 0)
-            self._rec(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.chunk, 2: y, **bufs, 5: ids},
-                      ((table.cols + 255) // 256, self.T), label)
+            self.record(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {1: self.chunk, 2: y, **bufs, 5: ids},
+                        ((table.cols + 255) // 256, self.T), label, {"n": table.cols, "row_base": row0, "rows": n})
 
     def rmsnorm(self, dl, x, w, y, n, eps, label="rmsnorm", xq=None):
         self.kern.rmsnorm(dl, x, w, y, n, eps, rows=self.T, label=label, xq=xq)
@@ -255,14 +259,15 @@ class ChunkKernels:
     def qk_norm_rope(self, dl, x, norm_w, n_heads, hd, n_rot, eps, base, row_stride, label="qk_norm_rope"):
         """shaders/qk_norm_rope.wgsl over the chunk's rows: the chunk uniform holds pos0 where Step holds pos."""
         use_norm = norm_w is not None
-        params = self.kern._params("IIffIIII", hd, n_rot, eps, base, 0, int(use_norm), row_stride, 0)
+        params = {"hd": hd, "n_rot": n_rot, "eps": eps, "base": base, "x_base": 0, "use_norm": int(use_norm),
+                  "row_stride": row_stride}
         norm = norm_w if use_norm else self.kern.placeholder()
-        self._rec(dl, "qk_norm_rope.wgsl", {}, {0: params, 1: self.chunk, 2: norm, 3: x}, (n_heads, self.T), label)
+        self.record(dl, "qk_norm_rope.wgsl", {}, {1: self.chunk, 2: norm, 3: x}, (n_heads, self.T), label, params)
 
     def kv_append(self, dl, src, k_cache, v_cache, n, k_base, v_base, src_stride, label="kv_append"):
-        params = self.kern._params("4I", n, k_base, v_base, src_stride)
-        self._rec(dl, "kv_append_rows.wgsl", {"KV": self.kern.kv_format},
-                  {0: params, 1: self.chunk, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, self.T), label)
+        self.record(dl, "kv_append_rows.wgsl", {"KV": self.kern.kv_format},
+                    {1: self.chunk, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, self.T), label,
+                    {"n": n, "k_base": k_base, "v_base": v_base, "src_stride": src_stride})
 
     def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, q_stride, out_stride,
                   label="attention", splits=None):
@@ -275,35 +280,34 @@ class ChunkKernels:
             splits = 1 if self.kern.gpu.cpu_adapter else ATTENTION_SPLITS
         group = n_head // n_kv_head
         hg = min(group, 8, 2048 // hd)  # q_sh holds hg · hd / 2 <= 1024 pairs
-        params = self.kern._params("IIIfIIII", n_head, n_kv_head, hd, scale, q_stride, out_stride, hg, 0)
-        self._rec(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits},
-                  {0: params, 1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
-                  (n_kv_head * -(-group // hg), self.T), label)
+        params = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, "q_stride": q_stride,
+                  "out_stride": out_stride, "heads_per_wg": hg}
+        self.record(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits},
+                    {1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
+                    (n_kv_head * -(-group // hg), self.T), label, params)
 
     def router_topk(self, dl, logits, route_ids, route_w, n_exp, k, label="router_topk"):
         if n_exp > 256 or k > 64 or k > n_exp:
             raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
-        params = self.kern._params("4I", n_exp, k, 1, 0)
-        self._rec(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (self.T, 1), label)
+        self.record(dl, "router_topk.wgsl", {}, {1: logits, 2: route_ids, 3: route_w}, (self.T, 1), label,
+                    {"n_exp": n_exp, "k": k, "renorm": 1})
 
     def moe_group(self, dl, route_ids, grouped, k, n_exp, label="moe_group"):
-        params = self.kern._params("4I", k, n_exp, 0, 0)
-        self._rec(dl, "moe_group.wgsl", {}, {0: params, 1: self.chunk, 2: route_ids, 3: grouped}, (1, 1), label)
+        self.record(dl, "moe_group.wgsl", {}, {1: self.chunk, 2: route_ids, 3: grouped}, (1, 1), label,
+                    {"k": k, "n_exp": n_exp})
 
     def moe_combine(self, dl, route_w, y, h, n, k, label="moe_combine"):
-        params = self.kern._params("4I", n, k, 0, 0)
-        self._rec(dl, "moe_combine_rows.wgsl", {}, {0: params, 1: self.chunk, 2: route_w, 3: y, 4: h},
-                  ((n + 255) // 256, self.T), label)
+        self.record(dl, "moe_combine_rows.wgsl", {}, {1: self.chunk, 2: route_w, 3: y, 4: h},
+                    ((n + 255) // 256, self.T), label, {"n": n, "k": k})
 
     def gdn_conv(self, dl, x, conv_w, window, y, n_channels, kernel_size, label="ssm_conv", keep_label="conv_keep"):
         """The conv + SiLU of every (channel, row) at once (gdn_conv_chunk.wgsl), then the chunk's last inputs into
         the ring (gdn_conv_keep.wgsl): two dispatches, since the first reads the ring the second writes."""
-        params = self.kern._params("4I", n_channels, kernel_size, n_channels, n_channels)
+        params = {"n": n_channels, "k": kernel_size, "x_stride": n_channels, "y_stride": n_channels}
         groups = (n_channels + 255) // 256
-        self._rec(dl, "gdn_conv_chunk.wgsl", {}, {0: params, 1: self.chunk, 2: x, 3: conv_w, 4: window, 5: y},
-                  (groups, self.T), label)
-        self._rec(dl, "gdn_conv_keep.wgsl", {}, {0: params, 1: self.chunk, 2: x, 4: window}, (groups, 1),
-                  keep_label)
+        self.record(dl, "gdn_conv_chunk.wgsl", {}, {1: self.chunk, 2: x, 3: conv_w, 4: window, 5: y},
+                    (groups, self.T), label, params)
+        self.record(dl, "gdn_conv_keep.wgsl", {}, {1: self.chunk, 2: x, 4: window}, (groups, 1), keep_label, params)
 
     def gdn_recurrent(self, dl, qkv, gates, dt_bias, ssm_a, state, out, qk_scales, n_k_heads, n_v_heads, dk, dv,
                       eps, label="delta_net", scales_label="delta_net_qk"):
@@ -315,15 +319,16 @@ class ChunkKernels:
         q_base, k_base = 0, n_k_heads * dk
         v_base = 2 * n_k_heads * dk
         qkv_stride = 2 * n_k_heads * dk + n_v_heads * dv
-        params = self.kern._params("5If2I", n_k_heads, dk, q_base, k_base, qkv_stride, eps, 0, 0, label=scales_label)
-        self._rec(dl, "gdn_qk_scales.wgsl", gdn_lane_consts(dk),
-                  {0: params, 1: self.chunk, 2: qkv, 3: qk_scales},
-                  (n_k_heads, self.T), scales_label)
-        params = self.kern._params("7If4I", n_k_heads, n_v_heads, dk, dv, q_base, k_base, v_base, eps, qkv_stride,
-                                   2 * n_v_heads, n_v_heads * dv, 0, label=label)
+        params = {"n_k_heads": n_k_heads, "dk": dk, "q_base": q_base, "k_base": k_base, "qkv_stride": qkv_stride,
+                  "eps": eps}
+        self.record(dl, "gdn_qk_scales.wgsl", gdn_lane_consts(dk), {1: self.chunk, 2: qkv, 3: qk_scales},
+                    (n_k_heads, self.T), scales_label, params)
+        params = {"n_k_heads": n_k_heads, "n_v_heads": n_v_heads, "dk": dk, "dv": dv, "q_base": q_base,
+                  "k_base": k_base, "v_base": v_base, "eps": eps, "qkv_stride": qkv_stride,
+                  "gates_stride": 2 * n_v_heads, "out_stride": n_v_heads * dv}
         # lanes per value column: 2 measured fastest on the H200 (lab/gpu_probes/gdn_variants.mjs: 1, 2, 4, 8 lanes
         # 760, 325, 458, 482 µs for 512 rows at the real sizes; the slice layout 562)
         lanes = 2 if dk % 8 == 0 else 1
-        self._rec(dl, "gdn_recurrent_cols.wgsl", {"DK": dk, "SL": lanes},
-                  {0: params, 1: self.chunk, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out,
-                   8: qk_scales}, ((dv * lanes + 31) // 32, n_v_heads), label)  # 32 / lanes columns per workgroup
+        self.record(dl, "gdn_recurrent_cols.wgsl", {"DK": dk, "SL": lanes},
+                    {1: self.chunk, 2: qkv, 3: gates, 4: dt_bias, 5: ssm_a, 6: state, 7: out, 8: qk_scales},
+                    ((dv * lanes + 31) // 32, n_v_heads), label, params)  # 32 / lanes columns per workgroup

@@ -3,7 +3,7 @@
 a `Kernels` instance (its pipelines, its parameter buffers), like the launchers in kernels.py:
 
 - moe_gate_up: the routed experts' gate and up products and silu(gate)·up (shaders/moe_gate_up.wgsl), over the
-  resident pools or, with `StreamingKernels`, over the streamed pool (shaders/expert_gate_up.wgsl);
+  resident pools or, with `StreamingKernels`, over the streamed pool (shaders/moe_pool_gate_up.wgsl);
 - moe_route_gate_up: the same over the resident pools with the router's top-k computed in the same dispatch;
 - ffn_gate_up: the same for one dense pair (the shared expert where the pools do not hold it);
 - shexp_down_combine: the shared expert's down product, then the routed experts' weighted sum, the gated shared
@@ -12,6 +12,8 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
   resident pools after moe_route_gate_up (a shared expert stacked into the pools after the routed ones runs in
   both as one more expert).
 """
+from dataclasses import dataclass
+
 from .kernels import (Q8_MAX_COLS, GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group,
                       xfmt)
 from .workgroups import moe_down_workgroup
@@ -22,7 +24,21 @@ def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_ba
     layer's ffn_gate_exps / ffn_up_exps (GpuMatrix pools, or the streamed pool's parts)."""
     if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
         return _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label)
-    _record_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, True, label)
+    _record_gate_up(kern, dl, gate, up, rows, k, x, act, GateUpRoute(route_ids, slot_map, map_base), label)
+
+
+@dataclass(frozen=True)
+class GateUpRoute:
+    """Which experts a fused gate/up product (shaders/moe_gate_up.wgsl) runs: `route` holds the routed ids (topk
+    None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base)), looked up in slot_map from
+    map_base; routed False: one dense pair (route and slot_map stand-ins). shared_slot: one more expert, that slot
+    of the pools, after the k routed ones."""
+    route: object
+    slot_map: object
+    map_base: int
+    routed: bool = True
+    topk: "tuple | None" = None
+    shared_slot: "int | None" = None
 
 
 def route_layout(n_exp: int, k: int) -> tuple:
@@ -37,9 +53,9 @@ def route_layout(n_exp: int, k: int) -> tuple:
 def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
                       label="ffn_moe_gate_up", shared_slot=None, x_q8=False):
     """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
-    workgroup ranks them (shaders/route_topk.wgsl) and one more, which computes no product, also takes their softmax
-    and stores the ids and weights. shared_slot: the pools'
-    slot of a shared expert, whose activations then follow the k routed experts' in `act`. Returns the (buffer,
+    workgroup ranks them (shaders/router_pick_topk.wgsl) and one more, which computes no product, also takes their
+    softmax and stores the ids and weights. shared_slot: the pools' slot of a shared expert, whose activations then
+    follow the k routed experts' in `act`. Returns the (buffer,
     offset, size) views of the ids and of the weights for the down product and the block's sums. x_q8: x holds
     the input quantised ahead (Kernels.matvec's xq_out; both pools Q8_0 with Q8_0 activations): every workgroup
     copies its codes (shaders/x_stage_q8load.wgsl) instead of quantising it again."""
@@ -50,8 +66,8 @@ def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_ma
     ids_base, w_base, _ = route_layout(n_exp, k)
     if x_q8 and (gate.fmt != "q8" or up.fmt != "q8" or xfmt(kern, gate.fmt) != "q8"):
         raise ValueError(f"{gate.name}: an input quantised ahead only for Q8_0 pools with Q8_0 activations")
-    _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, True, label,
-                    topk=(n_exp, ids_base, w_base), shared_slot=shared_slot, x_q8=x_q8)
+    routing = GateUpRoute(route, slot_map, map_base, topk=(n_exp, ids_base, w_base), shared_slot=shared_slot)
+    _record_gate_up(kern, dl, gate, up, rows, k, x, act, routing, label, x_q8=x_q8)
     return (route, 4 * ids_base, 4 * k), (route, 4 * w_base, 4 * k)
 
 
@@ -60,13 +76,13 @@ def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gat
     if gate.rows != up.rows:
         raise ValueError(f"{gate.name} has {gate.rows} rows, {up.name} {up.rows}")
     stand_in = kern.placeholder()
-    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, stand_in, stand_in, 0, False, label)
+    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, GateUpRoute(stand_in, stand_in, 0, routed=False),
+                    label)
 
 
-def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_base, routed, label, topk=None,
-                    shared_slot=None, x_q8=False):
-    """route: the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base));
-    shared_slot: one more expert, that slot of the pools, after the k routed ones."""
+def _record_gate_up(kern, dl, gate, up, rows, k, x, act, routing: GateUpRoute, label, x_q8=False):
+    """act = silu(G·x) · U·x for the k experts `routing` names (and its shared one) over `rows` rows each."""
+    topk, shared_slot = routing.topk, routing.shared_slot
     for w in (gate, up):
         if len(w.bands) != 1:
             raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
@@ -75,9 +91,10 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     nb = gate.cols // 32
     lanes = matvec_lanes(rows * k, nb, kern.lane_cap, kern.matvec_min_groups)
     n_exp, ids_base, w_base = topk or (0, 0, 0)
-    params = kern._params("8I", rows, nb, map_base, n_exp, k, ids_base, w_base, shared_slot or 0, label=label)
+    params = {"rows": rows, "nb": nb, "map_base": routing.map_base, "n_exp": n_exp, "k": k, "ids_base": ids_base,
+              "w_base": w_base, "shared_slot": shared_slot or 0}
     g, u = gate.bands[0][2], up.bands[0][2]
-    binds = {0: params, 9 if x_q8 else 1: x, 2: act, 3: g[3], 5: route, 6: slot_map, 7: u[3]}
+    binds = {9 if x_q8 else 1: x, 2: act, 3: g[3], 5: routing.route, 6: routing.slot_map, 7: u[3]}
     if gate.fmt == "q8":
         binds[4] = g[4]
     if up.fmt == "q8":
@@ -85,11 +102,12 @@ def _record_gate_up(kern, dl, gate, up, rows, k, x, act, route, slot_map, map_ba
     rows_per = min(2, matvec_rows_per_group(rows * k, lanes, kern.matvec_multi_row_groups))
     per_group = 64 // lanes * rows_per
     consts = {"WFMT": gate.fmt, "UFMT": up.fmt, "XFMT": "q8load" if x_q8 else xfmt(kern, gate.fmt, up.fmt),
-              "LANES": lanes, "ROUTED": "true" if routed else "false", "ROWS": rows_per,
+              "LANES": lanes, "ROUTED": "true" if routing.routed else "false", "ROWS": rows_per,
               "ROUTE": "topk" if topk else "ids", "STAGED_BLOCKS": nb}
-    # the rows of workgroups: the k experts', the shared expert's, and with the top-k the writer's (route_topk.wgsl)
+    # the rows of workgroups: the k experts', the shared expert's, and with the top-k the writer's
+    # (router_pick_topk.wgsl)
     n_k = k + (shared_slot is not None) + (topk is not None)
-    kern._record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label)
+    kern.record(dl, "moe_gate_up.wgsl", consts, binds, ((rows + per_group - 1) // per_group, n_k), label, params)
 
 
 def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
@@ -108,28 +126,29 @@ def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
         if part.rows != rows:
             raise ValueError(f"{part.name}: {part.rows} rows per expert, the model asked for {rows}")
     if not kern.splits or kern.splits[-1][0] != gate.layer:
-        kern._residency_check(dl, gate.layer, k, route_ids)
+        kern.residency_check(dl, gate.layer, k, route_ids)
     lay = pool.layout
     nb = gate.cols // 32
     lanes = lanes_for(nb, kern.lane_cap)
     per_group = 64 // lanes
     groups = ((rows + per_group - 1) // per_group, k)
     for b, buf in enumerate(pool.buffers):
-        params = kern._params("12I", rows, nb, b, lay.slots_per_buffer, lay.slot_stride, gate.codes_off,
-                              gate.scales_off, up.codes_off, up.scales_off, 0, 0, 0, label=label)
-        binds = {0: params, 1: x, 2: act, 3: buf, 5: pool.route_slots}
+        params = {"rows": rows, "nb": nb, "buf": b, "spb": lay.slots_per_buffer, "stride": lay.slot_stride,
+                  "gate_codes": gate.codes_off, "gate_scales": gate.scales_off, "up_codes": up.codes_off,
+                  "up_scales": up.scales_off}
+        binds = {1: x, 2: act, 3: buf, 5: pool.route_slots}
         if gate.fmt == "q8":
             binds[4] = buf
-        kern._record(dl, "expert_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes,
-                                                   "STAGED_BLOCKS": nb},
-                     binds, groups, f"{label}@pool{b}")
+        kern.record(dl, "moe_pool_gate_up.wgsl", {"WFMT": gate.fmt, "XFMT": xfmt(kern, gate.fmt), "LANES": lanes,
+                                                  "STAGED_BLOCKS": nb},
+                    binds, groups, f"{label}@pool{b}", params)
 
 
 def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate_w, h, k,
                        label="ffn_moe_shexp_out"):
     """h[r] = h[r] + Σ_k route_w[k]·down[k*rows + r] + sigmoid(gate_w·xn)·(W_down[r]·act) for the rows of the
     shared expert's down matrix (one token): its product and the block's sums in one dispatch
-    (shaders/shexp_down_combine.wgsl)."""
+    (shaders/shared_expert_down_combine.wgsl)."""
     if len(w_down.bands) != 1:
         raise ValueError(f"{w_down.name}: the fused shared-expert down product needs one buffer per binding")
     w_down.require_whole("shexp_down_combine")
@@ -137,12 +156,13 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
     nb = w_down.cols // 32
     lanes = matvec_lanes(w_down.rows, nb, kern.lane_cap, kern.matvec_min_groups)
     rows_per = matvec_rows_per_group(w_down.rows, lanes, kern.matvec_multi_row_groups)
-    params = kern._params("4I", w_down.rows, nb, k, w_down.rows, label=label)
+    params = {"rows": w_down.rows, "nb": nb, "k": k, "n_gate": w_down.rows}
     consts = {"WFMT": w_down.fmt, "XFMT": xfmt(kern, w_down.fmt), "LANES": lanes, "ROWS": rows_per,
               "STAGED_BLOCKS": nb}
-    binds = {0: params, 1: act, 2: h, **w_down.bands[0][2], 5: route_w, 6: down, 7: xn, 8: gate_w}
+    binds = {1: act, 2: h, **w_down.bands[0][2], 5: route_w, 6: down, 7: xn, 8: gate_w}
     per_group = 64 // lanes * rows_per
-    kern._record(dl, "shexp_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group, label)
+    kern.record(dl, "shared_expert_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group,
+                label, params)
 
 
 MOE_DOWN_MAX_EXPERTS = 9  # k routed experts (+ the shared one) moe_down_combine.wgsl sums in one workgroup
@@ -180,13 +200,14 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
     rows_per = MOE_DOWN_ROWS
     wg = moe_down_workgroup(n_e, nb, rows_per)
     slot, gate_at = shared or (0, 0)
-    params = kern._params("8I", rows, nb, k, map_base, ids_base, w_base, slot, gate_at, label=label)
+    params = {"rows": rows, "nb": nb, "k": k, "map_base": map_base, "ids_base": ids_base, "w_base": w_base,
+              "shared_slot": slot, "gate_at": gate_at}
     consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
               "SHARED": "true" if shared is not None else "false", "N_E": n_e, "STAGED_BLOCKS": n_e * nb,
               "WG": wg}
     per_group = wg // lanes * rows_per
-    kern._record(dl, "moe_down_combine.wgsl", consts, {0: params, 1: act, 2: h, **pool.bands[0][2], 5: route,
-                                                      6: slot_map}, (rows + per_group - 1) // per_group, label)
+    kern.record(dl, "moe_down_combine.wgsl", consts, {1: act, 2: h, **pool.bands[0][2], 5: route, 6: slot_map},
+                (rows + per_group - 1) // per_group, label, params)
 
 
 __all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine",

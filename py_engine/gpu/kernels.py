@@ -1,10 +1,10 @@
 """Launchers for the kernels in shaders/: each records one (or one per row band) dispatch into a DispatchList.
 
-Parameters that never change are baked into a small uniform buffer per dispatch at record time; what changes per
-token (token id, position) lives in the shared step uniform (shaders/step.wgsl), so recorded lists replay as is.
-Activations are f32 buffers addressed by element offsets ("bases").
+Parameters that never change are baked into a small uniform buffer per dispatch at record time, packed by field
+name from the kernel's own `struct Params` (params.py); what changes per token (token id, position) lives in the
+shared step uniform (shaders/common/step.wgsl), so recorded lists replay as is. Activations are f32 buffers
+addressed by element offsets ("bases").
 """
-import struct
 from dataclasses import dataclass
 
 from .buffers import uniform_buffer
@@ -164,11 +164,18 @@ class Kernels:
             self._placeholder = storage_buffer(self.gpu, 256, "placeholder")
         return self._placeholder
 
-    def _params(self, fmt: str, *values, label=""):
-        return uniform_buffer(self.gpu, struct.pack("<" + fmt, *values), label)
+    def params(self, shader: str, consts: dict, fields: dict, label: str = ""):
+        """A uniform buffer holding `fields` ({name: value}) packed as `shader`'s `struct Params` (with `consts`)
+        declares them; a missing or unknown field is an error. Done at record time, never per token."""
+        return uniform_buffer(self.gpu, self.pipes.params_layout(shader, **consts).pack(fields), label)
 
-    def _record(self, dl, name, consts, bindings, groups, label):
-        pipe = self.pipes.get(name, **consts)
+    def record(self, dl, shader: str, consts: dict, bindings: dict, groups, label: str = "", params=None):
+        """One dispatch of `shader` (with `consts`) into `dl`: bindings {binding: buffer or (buffer, offset, size)},
+        groups a workgroup count (split over x/y where too large) or an (x, y[, z]) tuple. params: the kernel's
+        Params fields ({name: value}), packed into a uniform at binding 0."""
+        if params is not None:
+            bindings = {0: self.params(shader, consts, params, label), **bindings}
+        pipe = self.pipes.get(shader, **consts)
         bg = self.pipes.bind_group(pipe, bindings, label)
         gx, gy, gz = (*groups, 1)[:3] if isinstance(groups, tuple) else (*split_groups(groups), 1)
         dl.dispatch(pipe, bg, gx, gy, gz, label)
@@ -240,9 +247,10 @@ class Kernels:
             write_xn = norm is not None and xn_out is not None and band == 0
             eps = norm[1] if norm else x_gate.eps if x_gate is not None else 0.0
             g = x_gate or InputGate("none", None, 0, 0, 0)
-            params = self._params("4IfI3I3I", n, nb, x_base, y_base + row0, eps, int(write_xn), g.group, g.g_base,
-                                  g.g_stride, part_base, 0, 0, label=label)
-            bindings = {0: params, 2: y, **bufs, **({7: x} if x_q8 else {1: x})}
+            params = {"rows": n, "nb": nb, "x_base": x_base, "y_base": y_base + row0, "eps": eps,
+                      "xn_write": int(write_xn), "group": g.group, "g_base": g.g_base, "g_stride": g.g_stride,
+                      "part_base": part_base}
+            bindings = {2: y, **bufs, **({7: x} if x_q8 else {1: x})}
             if parts is not None:
                 bindings[8] = parts
             part_base += groups
@@ -255,7 +263,7 @@ class Kernels:
                 if x_gate.norm_w is not None:
                     bindings[5] = x_gate.norm_w
                 bindings[6] = x_gate.gate
-            self._record(dl, "matvec.wgsl", consts, bindings, groups, label or w.name)
+            self.record(dl, "matvec.wgsl", consts, bindings, groups, label or w.name, params)
         if parts is not None:
             self.argmax_final(dl, parts, part_base, argmax_out, label=(label or w.name) + "_argmax")
 
@@ -268,13 +276,13 @@ class Kernels:
         nb = pool.cols // 32
         lanes = matvec_lanes(rows * k, nb, self.lane_cap, self.matvec_min_groups)
         per_row = matvec_rows_per_group(rows * k, lanes, self.matvec_multi_row_groups)
-        params = self._params("5I", rows, nb, x_base, x_stride, map_base, label=label)
+        params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": x_stride, "map_base": map_base}
         bufs = pool.bands[0][2]
         per_group = 64 // lanes * per_row
         groups = ((rows + per_group - 1) // per_group, k)
         consts = {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes, "ROWS": per_row, "STAGED_BLOCKS": nb}
-        self._record(dl, "moe_matvec.wgsl", consts, {0: params, 1: x, 2: y, **bufs, 5: route_ids, 6: slot_map},
-                     groups, label or pool.name)
+        self.record(dl, "moe_matvec.wgsl", consts, {1: x, 2: y, **bufs, 5: route_ids, 6: slot_map}, groups,
+                    label or pool.name, params)
 
     def can_gate_input(self, w: GpuMatrix) -> bool:
         """Whether matvec can fuse an InputGate into the staging of w's input: a Q8_0-activation product (x is
@@ -290,20 +298,19 @@ class Kernels:
         (rows · q8_input_words(n) words: the rows' codes, then their scales) for a following matvec(x_q8=True) or
         few-picks expert product (shaders/rmsnorm_q8.wgsl, the same y)."""
         if xq is None:
-            params = self._params("IfII", n, eps, x_base, y_base)
-            self._record(dl, "rmsnorm.wgsl", {}, {0: params, 1: x, 2: w, 3: y}, (rows, 1), label)
+            self.record(dl, "rmsnorm.wgsl", {}, {1: x, 2: w, 3: y}, (rows, 1), label,
+                        {"n": n, "eps": eps, "x_base": x_base, "y_base": y_base})
             return
         if n % 32 or x_base % 4 or y_base % 4:
             raise ValueError(f"{label}: a norm writing a quantised copy takes rows of whole 32-blocks at vec4 "
                              f"offsets (n {n}, x_base {x_base}, y_base {y_base})")
-        params = self._params("IfII4I", n, eps, x_base // 4, y_base // 4, 8 * rows * (n // 32), 0, 0, 0)
-        self._record(dl, "rmsnorm_q8.wgsl", {}, {0: params, 1: x, 2: w, 3: y, 4: xq}, (rows, 1), label)
+        params = {"n": n, "eps": eps, "x_base": x_base // 4, "y_base": y_base // 4, "q_scales": 8 * rows * (n // 32)}
+        self.record(dl, "rmsnorm_q8.wgsl", {}, {1: x, 2: w, 3: y, 4: xq}, (rows, 1), label, params)
 
     def embed(self, dl, table: GpuMatrix, y, label="embed"):
         for row0, n, bufs in table.bands:
-            params = self._params("4I", table.cols, row0, n, 0)
-            self._record(dl, "embed.wgsl", {"WFMT": table.fmt}, {0: params, 1: self.step, 2: y, **bufs},
-                         (table.cols + 255) // 256, label)
+            self.record(dl, "embed.wgsl", {"WFMT": table.fmt}, {1: self.step, 2: y, **bufs},
+                        (table.cols + 255) // 256, label, {"n": table.cols, "row_base": row0, "rows": n})
 
     def qk_rope_append(self, dl, x, q, q_norm, k_norm, k_cache, v_cache, n_head, n_kv_head, hd, n_rot, eps, base,
                        q_stride, k_base, v_base, label="qk_rope_append"):
@@ -315,11 +322,11 @@ class Kernels:
         if (q_norm is None) != (k_norm is None):
             raise ValueError("q and k norms: both or neither")
         use_norm = q_norm is not None
-        params = self._params("IIffIIIIIIII", hd, n_rot, eps, base, n_head, n_kv_head, q_stride, k_base, v_base,
-                              int(use_norm), 0, 0, label=label)
-        binds = {0: params, 1: self.step, 2: q_norm if use_norm else self.placeholder(),
+        params = {"hd": hd, "n_rot": n_rot, "eps": eps, "base": base, "n_head": n_head, "n_kv": n_kv_head,
+                  "q_stride": q_stride, "k_base": k_base, "v_base": v_base, "use_norm": int(use_norm)}
+        binds = {1: self.step, 2: q_norm if use_norm else self.placeholder(),
                  3: k_norm if use_norm else self.placeholder(), 4: x, 5: q, 6: k_cache, 7: v_cache}
-        self._record(dl, "qk_rope_append.wgsl", {"KV": self.kv_format}, binds, (n_head + n_kv_head, 1), label)
+        self.record(dl, "qk_rope_append.wgsl", {"KV": self.kv_format}, binds, (n_head + n_kv_head, 1), label, params)
 
     attention_max_splits = None  # None: by adapter (ATTENTION_MAX_SPLITS; ATTENTION_CPU_SPLITS on a CPU one)
 
@@ -331,9 +338,9 @@ class Kernels:
         defaults to what k_cache holds."""
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
-        no_rope = (0, 0.0, 0.0, 0, 0, 0, 0)
-        self._attention(dl, "ready", {2: q}, k_cache, v_cache, out, (n_head, n_kv_head, hd, scale, *no_rope), label,
-                        n_ctx)
+        no_rope = {"n_rot": 0, "eps": 0.0, "base": 0.0, "q_stride": 0, "k_base": 0, "v_base": 0, "use_norm": 0}
+        fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, **no_rope}
+        self._attention(dl, "ready", {2: q}, k_cache, v_cache, out, fields, label, n_ctx)
 
     def attention_appending(self, dl, x, q_norm, k_norm, k_cache, v_cache, out, n_head, n_kv_head, hd, n_rot, eps,
                             base, q_stride, k_base, v_base, scale, label="attention", n_ctx=None):
@@ -348,27 +355,27 @@ class Kernels:
             raise ValueError("q and k norms: both or neither")
         use_norm = q_norm is not None
         binds = {2: x, 6: q_norm if use_norm else self.placeholder(), 7: k_norm if use_norm else self.placeholder()}
-        self._attention(dl, "rope", binds, k_cache, v_cache, out, (n_head, n_kv_head, hd, scale, n_rot, eps, base,
-                                                                    q_stride, k_base, v_base, int(use_norm)),
-                        label, n_ctx)
+        fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, "n_rot": n_rot, "eps": eps,
+                  "base": base, "q_stride": q_stride, "k_base": k_base, "v_base": v_base, "use_norm": int(use_norm)}
+        self._attention(dl, "rope", binds, k_cache, v_cache, out, fields, label, n_ctx)
 
     def _attention(self, dl, qin, q_binds, k_cache, v_cache, out, fields, label, n_ctx):
         """attention.wgsl with input QIN (its Params' fields but n_split in `fields`), and its combine."""
-        n_head, _, hd = fields[:3]
+        n_head, hd = fields["n_head"], fields["hd"]
         if n_ctx is None:
-            row_bytes = fields[1] * hd * (2 if self.kv_format == "f16" else 4)
+            row_bytes = fields["n_kv_head"] * hd * (2 if self.kv_format == "f16" else 4)
             n_ctx = int(k_cache.size) // row_bytes
         cap = self.attention_max_splits or (
             ATTENTION_CPU_SPLITS if self.gpu.cpu_adapter else ATTENTION_MAX_SPLITS)
         splits = attention_splits(n_ctx, cap)
         pairs = hd // 2
         parts = out if splits == 1 else self._attention_partials(8 * n_head * splits * (1 + pairs))
-        params = self._params("IIIfIIffIIII", *fields[:4], splits, *fields[4:], label=label)
-        self._record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin},
-                     {0: params, 1: self.step, **q_binds, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label)
+        self.record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin},
+                    {1: self.step, **q_binds, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label,
+                    {**fields, "n_split": splits})
         if splits > 1:
-            params = self._params("4I", n_head, splits, pairs, 0, label=label)
-            self._record(dl, "attention_combine.wgsl", {}, {0: params, 1: parts, 2: out}, (n_head, 1), label)
+            self.record(dl, "attention_combine.wgsl", {}, {1: parts, 2: out}, (n_head, 1), label,
+                        {"n_head": n_head, "n_split": splits, "pairs": pairs})
 
     def _attention_partials(self, nbytes: int):
         """One partials buffer shared by every attention dispatch of this Kernels (dispatches run in order, and
@@ -380,29 +387,26 @@ class Kernels:
         return cur
 
     def silu_mul(self, dl, gate, up, y, n, gate_base=0, up_base=0, y_base=0, label="silu_mul"):
-        params = self._params("4I", n, gate_base, up_base, y_base)
-        self._record(dl, "silu_mul.wgsl", {}, {0: params, 1: gate, 2: up, 3: y}, (n + 255) // 256, label)
+        self.record(dl, "silu_mul.wgsl", {}, {1: gate, 2: up, 3: y}, (n + 255) // 256, label,
+                    {"n": n, "gate_base": gate_base, "up_base": up_base, "y_base": y_base})
 
     def add(self, dl, x, y, n, label="add"):
-        params = self._params("4I", n, 0, 0, 0)
-        self._record(dl, "add.wgsl", {}, {0: params, 1: x, 2: y}, (n + 255) // 256, label)
+        self.record(dl, "add.wgsl", {}, {1: x, 2: y}, (n + 255) // 256, label, {"n": n})
 
     def moe_combine(self, dl, route_w, y, h, n, k, label="moe_combine"):
-        params = self._params("4I", n, k, 0, 0)
-        self._record(dl, "moe_combine.wgsl", {}, {0: params, 1: route_w, 2: y, 3: h}, (n + 255) // 256, label)
+        self.record(dl, "moe_combine.wgsl", {}, {1: route_w, 2: y, 3: h}, (n + 255) // 256, label, {"n": n, "k": k})
 
     def router_topk(self, dl, logits, route_ids, route_w, n_exp, k, renorm=True, label="router_topk"):
         if n_exp > 256 or k > 64 or k > n_exp:
             raise ValueError(f"router: {n_exp} experts top-{k} unsupported (<= 256 experts, k <= 64)")
-        params = self._params("4I", n_exp, k, int(renorm), 0)
-        self._record(dl, "router_topk.wgsl", {}, {0: params, 1: logits, 2: route_ids, 3: route_w}, (1, 1), label)
+        self.record(dl, "router_topk.wgsl", {}, {1: logits, 2: route_ids, 3: route_w}, (1, 1), label,
+                    {"n_exp": n_exp, "k": k, "renorm": int(renorm)})
 
     def argmax_final(self, dl, parts, m, out, label="argmax"):
         """out[0] = the index of the largest of m (value, index) partials (row_argmax_parts.wgsl's layout, in
         increasing index ranges; ties to the lower index), out[1] its f32 bits."""
-        params = self._params("4I", m, 0, 0, 0, label=label)
-        bindings = {0: params, 1: parts, 2: out}
+        bindings = {1: parts, 2: out}
         if self.advance_step:
             bindings[3] = self.step
         consts = {"STEP": "next" if self.advance_step else "none", "WG": self.argmax_lanes}
-        self._record(dl, "argmax_final.wgsl", consts, bindings, (1, 1), label)
+        self.record(dl, "argmax_final.wgsl", consts, bindings, (1, 1), label, {"m": m})

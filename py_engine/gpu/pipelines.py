@@ -1,5 +1,6 @@
 """Compute pipelines built from the shaders folder, cached by (shader, constants), and their bind groups."""
 from .jsutil import js_object
+from .params import ParamsLayout
 from .shader_loader import ShaderLoader
 
 
@@ -8,13 +9,31 @@ class Pipelines:
         self.gpu = gpu
         self.loader = loader or ShaderLoader()
         self._cache = {}
+        self._sources = {}
+        self._layouts = {}
+
+    def source(self, name: str, **consts) -> str:
+        """The assembled WGSL of shader `name` with `consts` (kept for its pipeline and its Params layout)."""
+        key = (name, tuple(sorted(consts.items())))
+        code = self._sources.get(key)
+        if code is None:
+            code = self._sources[key] = self.loader.source(name, consts)
+        return code
+
+    def params_layout(self, name: str, **consts) -> ParamsLayout:
+        """The `struct Params` of shader `name` with `consts`, parsed once: what its launcher packs by field name."""
+        key = (name, tuple(sorted(consts.items())))
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = ParamsLayout.parse(self.source(name, **consts), name)
+        return layout
 
     def get(self, name: str, **consts):
         """The pipeline of shader `name` (entry point `main`, layout derived from the shader) with `consts`."""
         key = (name, tuple(sorted(consts.items())))
         pipe = self._cache.get(key)
         if pipe is None:
-            code = self.loader.source(name, consts)
+            code = self.source(name, **consts)
             label = name + "".join(f" {k}={v}" for k, v in sorted(consts.items()))
             module = self.gpu.device.createShaderModule(js_object({"code": code, "label": label}))
             pipe = self.gpu.device.createComputePipeline(js_object(

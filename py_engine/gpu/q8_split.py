@@ -62,6 +62,7 @@ class Q8Splitter:
         largest = min(n_blocks + (n_blocks & 1), self.piece_blocks)
         scratch = self._scratch_for(largest * Q8_BLOCK)
         pipe = self.pipes.get("q8_split.wgsl")
+        layout = self.pipes.params_layout("q8_split.wgsl")
         bind = self.pipes.bind_group(pipe, {0: self._params, 1: scratch, 2: codes, 3: scales}, "q8_split " + label)
         for b0 in range(0, n_blocks, self.piece_blocks):
             n = min(self.piece_blocks, n_blocks - b0)
@@ -71,8 +72,9 @@ class Q8Splitter:
             self._upload_raw(scratch, raw)
             groups = ((n + 1) // 2 + PAIRS_PER_GROUP - 1) // PAIRS_PER_GROUP
             gx, gy = split_groups(groups, self.max_groups)
-            self.gpu.queue.writeBuffer(self._params, 0, js.Uint32Array.new(
-                js.Array.of(n, (dst_block + b0) * CODE_WORDS, (dst_block + b0) // 2, gx)))
+            self.gpu.queue.writeBuffer(self._params, 0, js_bytes(layout.pack({
+                "n_blocks": n, "code_word_base": (dst_block + b0) * CODE_WORDS,
+                "scale_word_base": (dst_block + b0) // 2, "nx": gx})))
             enc = self.gpu.device.createCommandEncoder()
             pas = enc.beginComputePass()
             pas.setPipeline(pipe)

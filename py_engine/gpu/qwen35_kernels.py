@@ -1,6 +1,6 @@
-"""Launchers for the kernels qwen35moe adds to the shared set (shaders/gdn_*.wgsl, attn_q_split / attn_output_gate,
-shared_expert_gate): each records one dispatch into a DispatchList through a `Kernels` instance (its pipelines,
-its step uniform, its parameter buffers), like the launchers in kernels.py.
+"""Launchers for the kernels qwen35moe adds to the shared set (shaders/delta_net/gdn_*.wgsl, attention_q_split /
+attention_output_gate, shared_expert_gate): each records one dispatch into a DispatchList through a `Kernels`
+instance (its pipelines, its step uniform, its parameter buffers), like the launchers in kernels.py.
 """
 from .kernels import InputGate
 
@@ -24,10 +24,6 @@ def _step_label(label: str, name: str) -> str:
     return f"{name}-{layer}" if dash and layer.isdigit() else f"{label}_{name}"
 
 
-def _params(kern, fmt, *values, label=""):
-    return kern._params(fmt, *values, label=label)
-
-
 def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
                        kernel_size, x_base, label="delta_net", norm_w=None, z_base=0, sq_parts=None):
     """One token of Gated DeltaNet after its input products (shaders/gdn_conv_recurrent.wgsl): the causal conv + SiLU
@@ -43,17 +39,17 @@ def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out,
         raise ValueError(f"gdn_conv_recurrent: conv kernel size {kernel_size} (needs >= 2)")
     k_base = n_k_heads * dk
     n_channels = 2 * k_base + n_v_heads * dv
-    params = _params(kern, "7If4I", n_k_heads, n_v_heads, dk, dv, 0, k_base, 2 * k_base, eps, n_channels,
-                     kernel_size, x_base, z_base, label=label)
-    binds = {0: params, 1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out}
+    params = {"n_k_heads": n_k_heads, "n_v_heads": n_v_heads, "dk": dk, "dv": dv, "q_base": 0, "k_base": k_base,
+              "v_base": 2 * k_base, "eps": eps, "n": n_channels, "k": kernel_size, "x_base": x_base, "z_base": z_base}
+    binds = {1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out}
     out_kind = "plain"
     if sq_parts is not None:
         if norm_w is None:
             raise ValueError("gdn_conv_recurrent: the pregated output (sq_parts) needs the gated norm's weights")
         binds.update({9: norm_w, 10: sq_parts})
         out_kind = "pregated"
-    kern._record(dl, "gdn_conv_recurrent.wgsl", {**gdn_lane_consts(dk), "GDN_OUT": out_kind}, binds,
-                 (-(-dv // GDN_COLS), n_v_heads), label)
+    kern.record(dl, "gdn_conv_recurrent.wgsl", {**gdn_lane_consts(dk), "GDN_OUT": out_kind}, binds,
+                (-(-dv // GDN_COLS), n_v_heads), label, params)
 
 
 def gdn_sq_parts(dv: int) -> int:
@@ -77,8 +73,8 @@ def pregated_norm_product(kern, dl, w, o_pre, sq_parts, dv, eps, y, label="ssm_o
 
 def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
     """y = RMSNorm(o per head) · norm_w · silu(z) over n_heads heads of dv values."""
-    params = _params(kern, "IfII", dv, eps, z_base, 0, label=label)
-    kern._record(dl, "gdn_gated_norm.wgsl", {}, {0: params, 1: o, 2: norm_w, 3: z, 4: y}, (n_heads, 1), label)
+    kern.record(dl, "gdn_gated_norm.wgsl", {}, {1: o, 2: norm_w, 3: z, 4: y}, (n_heads, 1), label,
+                {"dv": dv, "eps": eps, "z_base": z_base})
 
 
 def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, z_base=0, label="ssm_out"):
@@ -105,20 +101,19 @@ def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_outpu
 
 def attn_q_split(kern, dl, qg, q, n_head, hd, label="Qcur"):
     """q[h·hd + d] = qg[h·2hd + d]: the queries out of the joint query|gate projection."""
-    params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
-    kern._record(dl, "attn_q_split.wgsl", {}, {0: params, 1: qg, 2: q}, (n_head * hd + 255) // 256, label)
+    kern.record(dl, "attention_q_split.wgsl", {}, {1: qg, 2: q}, (n_head * hd + 255) // 256, label,
+                {"n_head": n_head, "hd": hd})
 
 
 def attn_output_gate(kern, dl, qg, attn, n_head, hd, label="attn_gated"):
     """attn[h·hd + d] *= sigmoid(qg[h·2hd + hd + d])."""
-    params = _params(kern, "4I", n_head, hd, 0, 0, label=label)
-    kern._record(dl, "attn_output_gate.wgsl", {}, {0: params, 1: qg, 2: attn}, (n_head * hd + 255) // 256, label)
+    kern.record(dl, "attention_output_gate.wgsl", {}, {1: qg, 2: attn}, (n_head * hd + 255) // 256, label,
+                {"n_head": n_head, "hd": hd})
 
 
 def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
     """h += sigmoid(gate_w · x) · y over n values."""
-    params = _params(kern, "4I", n, 0, 0, 0, label=label)
-    kern._record(dl, "shared_expert_gate.wgsl", {}, {0: params, 1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label)
+    kern.record(dl, "shared_expert_gate.wgsl", {}, {1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label, {"n": n})
 
 
 __all__ = ["gdn_conv_recurrent", "gdn_sq_parts", "pregated_norm_fits", "pregated_norm_product", "gdn_gated_norm",

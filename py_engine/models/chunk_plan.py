@@ -130,10 +130,9 @@ def _shared_expert(ck, dl, b, w, cfg, i, xq=None):
     ck.gemm(dl, up, b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}", xq=xq)
     ck.kern.silu_mul(dl, b["shexp_gate"], b["shexp_up"], b["shexp_act"], ck.T * fs, label=f"ffn_shexp_swiglu-{i}")
     ck.gemm_quantised(dl, down, b["shexp_act"], xq, b["shexp_out"], e, label=f"ffn_shexp-{i}")
-    params = ck.kern._params("4I", e, 0, 0, 0, label=f"ffn_shexp_gated-{i}")
-    ck._rec(dl, "shared_expert_gate.wgsl", {},
-            {0: params, 1: b["xn"], 2: w["ffn_gate_inp_shexp"], 3: b["shexp_out"], 4: b["h"]}, (ck.T, 1),
-            f"ffn_shexp_gated-{i}")
+    ck.record(dl, "shared_expert_gate.wgsl", {},
+              {1: b["xn"], 2: w["ffn_gate_inp_shexp"], 3: b["shexp_out"], 4: b["h"]}, (ck.T, 1),
+              f"ffn_shexp_gated-{i}", {"n": e})
 
 
 def record_chunk(ck, dl, model, b, acts, cache, slot_map, pool=None) -> list:

@@ -16,7 +16,6 @@ Rules (tests/test_row_cache.py checks each):
 - The cache belongs to one table fingerprint: `attach(table)` with a changed table clears every row.
 """
 import asyncio
-import struct
 from inspect import isawaitable
 
 from .recency import LruPolicy
@@ -254,8 +253,9 @@ class GpuRowCache:
         for b, plane in enumerate(self.planes):
             params = self._params.get((b, n_ids))
             if params is None:
-                words = struct.pack("<8I", n_ids, row_words, lay.slot_stride // 4, lay.slots_per_buffer, b,
-                                    table.rows, 0, 0)
+                words = self.pipelines.params_layout("row_gather.wgsl").pack({
+                    "n_ids": n_ids, "row_words": row_words, "stride_words": lay.slot_stride // 4,
+                    "slots_per_plane": lay.slots_per_buffer, "plane": b, "table_rows": table.rows})
                 params = self._params[b, n_ids] = uniform_buffer(self.gpu, words, f"row_gather.params.{b}")
             bg = self.pipelines.bind_group(pipe, {0: params,
                                                   1: ids_buffer, 2: self.map_buffer, 3: plane, 4: out_buffer,

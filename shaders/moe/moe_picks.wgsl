@@ -1,4 +1,4 @@
-// What the prefill's routed-expert GEMMs (expert_gemm.wgsl, expert_gemm_few.wgsl, expert_gate_up_few.wgsl) share:
+// What the prefill's routed-expert GEMMs (moe_gemm.wgsl, moe_gemm_few.wgsl, moe_gate_up_few.wgsl) share:
 // their parameters and bindings (x and y are each kernel's own), and which picks and weights a workgroup of expert e
 // has. The picks come grouped by expert
 // (moe_group.wgsl: counts[n_exp] | offsets[n_exp] | picks); pick p's output row is y[p · rows ..] and it reads
@@ -14,7 +14,7 @@ struct Params {
   spb: u32, code_stride: u32, scale_stride: u32, codes_off: u32,
   scales_off: u32, codes_off2: u32, scales_off2: u32, y_scales: u32,
 }
-// codes_off2 / scales_off2: a second pool's offsets in the same slots (expert_gate_up_few.wgsl's up weights);
+// codes_off2 / scales_off2: a second pool's offsets in the same slots (moe_gate_up_few.wgsl's up weights);
 // y_scales: where an output quantised to Q8_0 keeps its block scales (u32 index).
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(5) var<storage, read> slot_map: array<u32>;

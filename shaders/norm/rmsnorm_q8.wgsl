@@ -1,7 +1,7 @@
 // RMSNorm of rows of n values (rmsnorm.wgsl's y, the same bits: rms_scale64.wgsl), and y quantised per 32-block
 // as a Q8_0 product quantises its input (q8_block.wgsl) into xq: the rows' codes, 2 vec4 per block (block b of row
 // r at vec4 2·(r·nb + b)), then their scales (f32 bits, u32 index q_scales + r·nb + b; one row: q_scales = 8·nb,
-// right after its codes). The product after it reads xq as is (x_stage_q8pre.wgsl, expert_x_q8.wgsl) instead of
+// right after its codes). The product after it reads xq as is (x_stage_q8pre.wgsl, moe_x_q8.wgsl) instead of
 // every one of its workgroups quantising y again. One workgroup of 64 per row (row = wg.x, rows n apart);
 // n % 32 == 0; x_base and y_base in vec4s.
 struct Params { n: u32, eps: f32, x_base: u32, y_base: u32, q_scales: u32, pad0: u32, pad1: u32, pad2: u32 }

@@ -1,9 +1,9 @@
-// The lane layout of the few-picks expert products (expert_gemm_few.wgsl, expert_gate_up_few.wgsl): a workgroup of
+// The lane layout of the few-picks expert products (moe_gemm_few.wgsl, moe_gate_up_few.wgsl): a workgroup of
 // 256 lanes holds FR = 64 weight rows of expert e, FL = 4 lanes per row (lane j of a row over blocks b ≡ j mod 4), for
 // up to TT = 8 picks per pass; the picks' activation blocks are staged KC = 16 at a time (on the H200 at 512 tokens,
 // 16 per expert on average, the down product took 0.90x the time of 16 picks × 8 blocks, gate/up the same; 32 × 4 and
 // 16 × 16 were slower: lab/gpu_probes/gemm_variants.mjs --few). The includer provides x_block(r, b)
-// (expert_x_{f32,q8}.wgsl) and expert_picks.wgsl.
+// (moe_x_{f32,q8}.wgsl) and moe_picks.wgsl.
 const TT: u32 = 8u;   // picks per pass
 const FR: u32 = 64u;  // weight rows per workgroup
 const FL: u32 = 4u;   // lanes per row

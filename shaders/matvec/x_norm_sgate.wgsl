@@ -1,7 +1,7 @@
 // A sigmoid gate fused into the staging of the product that follows it (qwen35moe's attention output:
-// attn_output_gate.wgsl then attn_output, one dispatch): xn[e] = x[e] / (1 + exp(-g[e])) with
+// attention_output_gate.wgsl then attn_output, one dispatch): xn[e] = x[e] / (1 + exp(-g[e])) with
 // g[e] = gate[p.g_base + h · p.g_stride + e % group] for e in head h (the gate half of each head's q projection),
-// the same arithmetic as attn_output_gate.wgsl. Every workgroup stages it (x_stage_q8.wgsl / x_stage_f32s.wgsl).
+// the same arithmetic as attention_output_gate.wgsl. Every workgroup stages it (x_stage_q8.wgsl / x_stage_f32s.wgsl).
 // Heads are whole 32-blocks and the gate's base and stride multiples of 4 (read as vec4).
 @group(0) @binding(6) var<storage, read> gate_src: array<vec4<f32>>;
 

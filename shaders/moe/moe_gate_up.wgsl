@@ -4,9 +4,9 @@
 // G (ffn_gate_exps, bindings 3/4) and U (ffn_up_exps, bindings 7/8) are pools of same-shaped matrices, each Q8_0
 // planes or F32 (WFMT / UFMT); XFMT = q8 when either is Q8_0: x is then quantised once per workgroup as llama.cpp
 // does (x_stage_q8.wgsl) for the Q8_0 products (an F32 part reads x as is). The matvec.wgsl lane layout.
-// ROUTE = topk: each workgroup ranks the router's logits itself (route_topk.wgsl: route = logits | ids | weights);
+// ROUTE = topk: each workgroup ranks the router's logits itself (router_pick_topk.wgsl: route = logits | ids | weights);
 // one more row of workgroups after the experts' is launched, whose first stores the ids and weights for the kernels
-// after it; ids: the experts come from route_ids (route_ids.wgsl).
+// after it; ids: the experts come from route_ids (router_pick_ids.wgsl).
 // ROUTED = false: one dense pair (the shared expert): k = 1, slot 0; bindings 5/6 then hold a stand-in, unread.
 // A shared expert stacked into the pools after the routed ones (slot p.shared_slot) runs as one more routed expert:
 // workgroups wg.y = p.k take it (its output after the k routed experts'); launched only when the pools hold it.
@@ -21,7 +21,7 @@ struct Params { rows: u32, nb: u32, map_base: u32, n_exp: u32, k: u32, ids_base:
 #include "x_stage_{{XFMT}}.wgsl"
 #include "block_dot_{{WFMT}}.wgsl"
 #include "up_weights_{{UFMT}}.wgsl"
-#include "route_{{ROUTE}}.wgsl"
+#include "router_pick_{{ROUTE}}.wgsl"
 @group(0) @binding(6) var<storage, read> slot_map: array<u32>;
 
 const LANES: u32 = {{LANES}}u;

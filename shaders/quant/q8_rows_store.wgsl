@@ -1,5 +1,5 @@
 // Block qb = r·nb + b of rows quantised ahead (q8_block.wgsl's Q8Block) into the layout the int8 products read as
-// it is (gemm_x_q8.wgsl, expert_x_q8.wgsl, x_stage_q8pre.wgsl): its codes at vec4 2·qb, its scale (f32 bits) at u32
+// it is (gemm_x_q8.wgsl, moe_x_q8.wgsl, x_stage_q8pre.wgsl): its codes at vec4 2·qb, its scale (f32 bits) at u32
 // q_scales + qb, after every row's codes. The includer binds xq: array<vec4<u32>> (rmsnorm_q8.wgsl,
 // quantize_rows_q8.wgsl).
 fn store_q8_block(qb: u32, q_scales: u32, q: Q8Block) {

@@ -1,6 +1,6 @@
-// The activation rows of expert_gemm_few.wgsl already quantised to Q8_0 (expert_gate_up_few.wgsl writes the routed
+// The activation rows of moe_gemm_few.wgsl already quantised to Q8_0 (moe_gate_up_few.wgsl writes the routed
 // down product's input so): block b of row r has its 32 codes at vec4 2·(r·nb + b) and its scale (f32 bits) at u32
-// index x_base + r·nb + b. The same codes and scales x_block of expert_x_f32.wgsl would make from the f32 row, read
+// index x_base + r·nb + b. The same codes and scales x_block of moe_x_f32.wgsl would make from the f32 row, read
 // instead of made again by every workgroup of the product.
 @group(0) @binding(1) var<storage, read> x: array<vec4<u32>>;
 

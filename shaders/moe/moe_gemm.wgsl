@@ -1,8 +1,8 @@
-// Prefill routed-expert GEMM over the chunk's picks grouped by expert (expert_picks.wgsl). Workgroup (row tile,
+// Prefill routed-expert GEMM over the chunk's picks grouped by expert (moe_picks.wgsl). Workgroup (row tile,
 // expert e): for the picks routed to e, in tiles of TT (16·TILE_TN),
 //   y[pick · rows + r] = W_e[r] · x[(pick / x_div) · x_stride + x_base ..]
 // The tile: gemm_tile_{XFMT}.wgsl (q8: Q8_0 weights × x quantised to Q8_0 while staging, int8 dot products).
-#include "expert_picks.wgsl"
+#include "moe_picks.wgsl"
 #include "gemm_w_{{WFMT}}.wgsl"
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;

@@ -1,4 +1,4 @@
-// The activation rows of the few-picks expert GEMMs (expert_gemm_few.wgsl, expert_gate_up_few.wgsl) as f32: row r
+// The activation rows of the few-picks expert GEMMs (moe_gemm_few.wgsl, moe_gate_up_few.wgsl) as f32: row r
 // at r · x_stride + x_base; each 32-value block quantised to Q8_0 when staged (q8_block.wgsl, llama.cpp's rounding).
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 

@@ -1,4 +1,4 @@
-// Groups a chunk's routed picks by expert for expert_gemm.wgsl. Pick i = t · k + j is token t's j-th expert
+// Groups a chunk's routed picks by expert for moe_gemm.wgsl. Pick i = t · k + j is token t's j-th expert
 // (route_ids[i]); out = counts[n_exp] | offsets[n_exp] | the picks of expert 0, then of expert 1, ... The order of
 // picks inside an expert is whatever the atomics give: each pick's output row is computed on its own, so the
 // results do not depend on it. One workgroup of 256; n_exp <= 256.

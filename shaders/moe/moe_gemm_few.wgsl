@@ -1,20 +1,20 @@
-// The prefill's routed-expert GEMM for experts with few picks (expert_gemm.wgsl's product and interface, Q8_0
+// The prefill's routed-expert GEMM for experts with few picks (moe_gemm.wgsl's product and interface, Q8_0
 // weights × x quantised to Q8_0 as llama.cpp does, int8 dot products; another split of the work). With a handful of
 // picks per expert, expert_gemm's tile (128 rows × 16 tokens, each staged weight word read from workgroup memory for
 // each of its tokens) is bound by those reads; here a lane loads each of its weight blocks once, from storage into
 // registers, and multiplies it into every pick of the pass. Workgroup (64 weight rows, expert e), 256 lanes: 4 lanes
 // per row, lane j of a row over blocks b ≡ j (mod 4). The picks' activations are staged TT picks × KC blocks
-// at a time, quantised while staging (XIN = f32: expert_x_f32.wgsl) or read already quantised (XIN = q8:
-// expert_x_q8.wgsl, the same codes); per pick a lane sums (d_w · d_x) · Σ q_w · q_x over its blocks in order, then
+// at a time, quantised while staging (XIN = f32: moe_x_f32.wgsl) or read already quantised (XIN = q8:
+// moe_x_q8.wgsl, the same codes); per pick a lane sums (d_w · d_x) · Σ q_w · q_x over its blocks in order, then
 // the row's 4 lanes are added (lane 0 + 1 + 2 + 3). Picks beyond TT take further passes.
 // Workgroups: (ceil(rows / 64), n_exp). Correct for any subgroup size (no subgroup operations).
-#include "expert_picks.wgsl"
+#include "moe_picks.wgsl"
 #include "gemm_w_q8.wgsl"
 #include "q8_block.wgsl"
-#include "expert_x_{{XIN}}.wgsl"
+#include "moe_x_{{XIN}}.wgsl"
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-#include "expert_few_stage.wgsl"
+#include "moe_few_stage.wgsl"
 var<workgroup> part: array<f32, 256>;
 
 @compute @workgroup_size(256)

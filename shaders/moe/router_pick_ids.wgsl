@@ -1,5 +1,5 @@
 // The routed experts of a gate/up product read as given (router_topk.wgsl ran before; or the stand-in of a dense
-// pair). Same interface as route_topk.wgsl.
+// pair). Same interface as router_pick_topk.wgsl.
 @group(0) @binding(5) var<storage, read> route_ids: array<u32>;
 
 const ROUTE_WRITER: bool = false;   // no writer workgroup: the ids are given

@@ -1,25 +1,25 @@
 // The prefill's routed gate and up products and their SwiGLU in one pass, for experts with few picks (the lane layout
-// of expert_gemm_few.wgsl), written as the routed down product's input already quantised to Q8_0:
+// of moe_gemm_few.wgsl), written as the routed down product's input already quantised to Q8_0:
 //   act[pick] = silu(G_e · x[pick / x_div]) · (U_e · x[pick / x_div]),   rows of G_e and U_e: 64 per workgroup
-// x is the chunk's normed rows as the norm quantised them (rmsnorm_q8.wgsl; read by expert_x_q8.wgsl). Each staged
+// x is the chunk's normed rows as the norm quantised them (rmsnorm_q8.wgsl; read by moe_x_q8.wgsl). Each staged
 // block serves both products, each weight block is loaded once into registers for every pick of the pass (up to
 // TT), and the act rows' 32-blocks (two per workgroup) are quantised here once (q8_block.wgsl)
-// instead of by each of the down product's workgroups. The sums are expert_gemm_few.wgsl's, in its order, and the
+// instead of by each of the down product's workgroups. The sums are moe_gemm_few.wgsl's, in its order, and the
 // SwiGLU silu_mul.wgsl's expression: the codes and scales are those the separate gate, up, silu_mul and the down
 // product's staging make.
 // G: bindings 3/4 (codes_off / scales_off), U: bindings 8/9 (codes_off2 / scales_off2), the same slots. Output y:
 // block ob of pick q has its codes at u32 8·(q·nbo + ob) (nbo = rows / 32) and its scale at u32 y_scales + q·nbo +
-// ob (expert_x_q8.wgsl reads it). rows % 32 == 0. Workgroups: (ceil(rows / 64), n_exp); 9 storage bindings.
-#include "expert_picks.wgsl"
+// ob (moe_x_q8.wgsl reads it). rows % 32 == 0. Workgroups: (ceil(rows / 64), n_exp); 9 storage bindings.
+#include "moe_picks.wgsl"
 #include "gemm_w_q8.wgsl"
 #include "q8_block.wgsl"
-#include "expert_x_q8.wgsl"
+#include "moe_x_q8.wgsl"
 #include "silu_times.wgsl"
 @group(0) @binding(2) var<storage, read_write> y: array<u32>;
 @group(0) @binding(8) var<storage, read> u_codes: array<vec4<u32>>;
 @group(0) @binding(9) var<storage, read> u_scales: array<u32>;
 
-#include "expert_few_stage.wgsl"
+#include "moe_few_stage.wgsl"
 var<workgroup> part_g: array<f32, 256>;
 var<workgroup> part_u: array<f32, 256>;
 var<workgroup> act: array<f32, TT * FR>;  // [pick][row]: the pass's SwiGLU outputs

@@ -14,7 +14,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 #include "x_stage_{{XFMT}}.wgsl"
-#include "expert_dot_{{WFMT}}.wgsl"
+#include "moe_pool_dot_{{WFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route_slots: array<u32>;
 
 const LANES: u32 = {{LANES}}u;

@@ -1,6 +1,6 @@
 // moe_gate_up.wgsl over the streamed expert pool: for each of the k picked experts (wg.y = k index) and row r
 //   act[k * rows + r] = silu(G_k[r] · x) · U_k[r] · x
-// with G_k / U_k the gate and up parts of the store record in slot route_slots[k]. As in expert_matvec.wgsl the
+// with G_k / U_k the gate and up parts of the store record in slot route_slots[k]. As in moe_pool_matvec.wgsl the
 // pool is several buffers of `spb` slots; this dispatch reads buffer `buf` and only experts whose slot lies in it
 // do work (one dispatch per pool buffer covers all k). Both parts of a record share a buffer and a format (WFMT);
 // their codes / scales start at slot_local * stride + the part's offsets.
@@ -13,7 +13,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> act: array<f32>;
 #include "x_stage_{{XFMT}}.wgsl"
-#include "pool_part_{{WFMT}}.wgsl"
+#include "moe_pool_part_{{WFMT}}.wgsl"
 @group(0) @binding(5) var<storage, read> route_slots: array<u32>;
 
 const LANES: u32 = {{LANES}}u;
