@@ -1,4 +1,4 @@
-"""The prefill GEMM tile (shaders/gemm_tile.wgsl through gemm.wgsl and moe_gemm.wgsl, launched by
+"""The prefill GEMM tile (shaders/gemm/gemm_tile_*.wgsl through gemm.wgsl and moe_gemm.wgsl, launched by
 py_engine.gpu.chunk_kernels) on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against numpy.
 
 The cases sit on the tile's edges: weight rows around the 128-row tile (1, 127, 129, 300), tokens around the token

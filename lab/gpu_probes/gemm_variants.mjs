@@ -19,7 +19,7 @@ const U = GPUBufferUsage.UNIFORM, MR = GPUBufferUsage.MAP_READ;
 const { mkbuf, time, readback } = gpuTools(device, hasTs);
 
 const pipes = new Map();
-// few: {TT, KC} for the few-picks kernels' picks per pass and blocks staged per step (expert_few_stage.wgsl) in
+// few: {TT, KC} for the few-picks kernels' picks per pass and blocks staged per step (moe_few_stage.wgsl) in
 // place of the engine's, for a sweep
 function pipeline(name, consts, few = null) {
   const key = name + JSON.stringify(consts) + JSON.stringify(few);

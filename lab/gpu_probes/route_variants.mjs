@@ -30,7 +30,7 @@ while (lanes * 2 <= Math.min(nb, 16)) lanes *= 2;
 while (lanes * 2 <= Math.min(nb, 64) && (rows * k * lanes) / 64 < 264) lanes *= 2;
 const rowsPer = Math.min(2, (rows * k * lanes) / 64 / 4 >= 256 ? 4 : 1);
 const perGroup = (64 / lanes) * rowsPer, gx = Math.ceil(rows / perGroup), gy = k + 1;
-const gyOf = (mode) => (mode === 'topk' ? gy + 1 : gy);   // the top-k's last row: its writer (route_topk.wgsl)
+const gyOf = (mode) => (mode === 'topk' ? gy + 1 : gy);   // the top-k's last row: its writer (router_pick_topk.wgsl)
 const idsBase = Math.ceil((nExp + 1) / 64) * 64, wBase = idsBase + Math.ceil(k / 64) * 64;
 
 const r = rng(7);
