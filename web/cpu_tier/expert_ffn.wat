@@ -16,28 +16,6 @@
   ;; silu's exp: WebAssembly has none; one call per row is nothing beside the row's product
   (import "env" "exp" (func $exp (param f64) (result f64)))
 
-  ;; The f16 at $p as f32: the f16 bits moved into f32 position and scaled by 2^112 (exact for normal and subnormal
-  ;; values; scales are never inf or NaN).
-  (func $f16 (param $p i32) (result f32)
-    (local $h i32)
-    local.get $p
-    i32.load16_u
-    local.set $h
-    local.get $h
-    i32.const 0x7fff
-    i32.and
-    i32.const 13
-    i32.shl
-    local.get $h
-    i32.const 0x8000
-    i32.and
-    i32.const 16
-    i32.shl
-    i32.or
-    f32.reinterpret_i32
-    f32.const 0x1p112
-    f32.mul)
-
   ;; $d rounded to the nearest f16 (ties to even), as f32: shaders/round_f16.wgsl, for 0 <= d far below the f16 max.
   (func $round_f16 (param $d f32) (result f32)
     (local $b i32)
@@ -216,36 +194,26 @@
       end
     end)
 
-  ;; Σ q_w·q_x of one block as four i32 lanes: 32 int8 weight codes at $w, 32 i16 activation codes at $q.
-  (func $block_dot (param $w i32) (param $q i32) (result v128)
-    (local $c v128)
-    local.get $w
-    v128.load
-    local.tee $c
-    i16x8.extend_low_i8x16_s
-    local.get $q
-    v128.load
-    i32x4.dot_i16x8_s
-    local.get $c
-    i16x8.extend_high_i8x16_s
-    local.get $q
-    v128.load offset=16
-    i32x4.dot_i16x8_s
-    i32x4.add
-    local.get $w
-    v128.load offset=16
-    local.tee $c
-    i16x8.extend_low_i8x16_s
-    local.get $q
-    v128.load offset=32
-    i32x4.dot_i16x8_s
-    local.get $c
-    i16x8.extend_high_i8x16_s
-    local.get $q
-    v128.load offset=48
-    i32x4.dot_i16x8_s
-    i32x4.add
-    i32x4.add)
+  ;; Four f16 scales at $p (8 bytes) as f32x4: the f16 bits moved into f32 position and scaled by 2^112 (exact for
+  ;; normal and subnormal values; scales are never inf or NaN).
+  (func $f16x4 (param $p i32) (result v128)
+    (local $h v128)
+    local.get $p
+    v128.load64_zero
+    i32x4.extend_low_i16x8_u
+    local.tee $h
+    v128.const i32x4 0x7fff 0x7fff 0x7fff 0x7fff
+    v128.and
+    i32.const 13
+    i32x4.shl
+    local.get $h
+    v128.const i32x4 0x8000 0x8000 0x8000 0x8000
+    v128.and
+    i32.const 16
+    i32x4.shl
+    v128.or
+    v128.const f32x4 0x1p112 0x1p112 0x1p112 0x1p112
+    f32x4.mul)
 
   (func $hsum (param $v v128) (result f32)
     local.get $v
@@ -261,18 +229,24 @@
     f32.add)
 
   ;; Rows [$r0, $r1) of a Q8_0 matrix of $nb blocks per row (codes at $codes, f16 scales at $scales) times the
-  ;; quantised input ($xq codes, $xs scales): out[r] (f32 at $out + 4r). Two rows at a time share the input's loads.
+  ;; quantised input ($xq codes, $xs scales): out[r] (f32 at $out + 4r).
+  ;; Two rows at a time share the input's loads. Blocks go in groups of four: the group's scale products
+  ;; d_w · d_x are made at once (f32x4), and each block's int8 sum (four i32 lanes) is scaled by its lane of them
+  ;; (a swizzle) into the row's f32x4 accumulator. The last group of a row may be short: its scale loads then read
+  ;; past the row, harmlessly (pool.js leaves slack after the last record), and the lanes read are never used.
   (func (export "rows_q8") (param $codes i32) (param $scales i32) (param $nb i32) (param $r0 i32) (param $r1 i32)
                            (param $xq i32) (param $xs i32) (param $out i32)
     (local $w0 i32) (local $w1 i32) (local $s0 i32) (local $s1 i32) (local $q i32) (local $qs i32) (local $b i32)
-    (local $acc0 v128) (local $acc1 v128) (local $dx f32)
+    (local $in_group i32) (local $two i32)
+    (local $acc0 v128) (local $acc1 v128) (local $sc0 v128) (local $sc1 v128) (local $dx v128) (local $lane v128)
+    (local $c v128)
     block $rows_done
       loop $rows
         local.get $r0
         local.get $r1
         i32.ge_u
         br_if $rows_done
-        ;; row r0 and row r0 + 1 (the last row again when r0 is the last: its result is written twice, the same)
+        ;; row r0 and r0 + 1; when r0 is the last row, the second is r0 again (computed, not stored)
         local.get $codes
         local.get $r0
         local.get $nb
@@ -293,12 +267,12 @@
         i32.add
         local.get $r1
         i32.lt_u
-        local.set $b
+        local.set $two
         local.get $w0
         local.get $nb
         i32.const 32
         i32.mul
-        local.get $b
+        local.get $two
         i32.mul
         i32.add
         local.set $w1
@@ -306,7 +280,7 @@
         local.get $nb
         i32.const 2
         i32.mul
-        local.get $b
+        local.get $two
         i32.mul
         i32.add
         local.set $s1
@@ -319,67 +293,149 @@
         local.set $acc1
         i32.const 0
         local.set $b
-        loop $blocks
+        loop $groups
+          ;; the group's d_w · d_x, for both rows
           local.get $qs
-          f32.load
-          local.set $dx
-          local.get $acc0
-          local.get $w0
-          local.get $q
-          call $block_dot
-          f32x4.convert_i32x4_s
+          v128.load
+          local.tee $dx
           local.get $s0
-          call $f16
-          local.get $dx
-          f32.mul
-          f32x4.splat
+          call $f16x4
           f32x4.mul
-          f32x4.add
-          local.set $acc0
-          local.get $acc1
-          local.get $w1
-          local.get $q
-          call $block_dot
-          f32x4.convert_i32x4_s
+          local.set $sc0
+          local.get $dx
           local.get $s1
-          call $f16
-          local.get $dx
-          f32.mul
-          f32x4.splat
+          call $f16x4
           f32x4.mul
-          f32x4.add
-          local.set $acc1
-          local.get $w0
-          i32.const 32
+          local.set $sc1
+          ;; the bytes of lane 0, repeated: the swizzle that spreads the current block's scale
+          v128.const i8x16 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3
+          local.set $lane
+          local.get $nb
+          local.get $b
+          i32.sub
+          local.tee $in_group
+          i32.const 4
+          i32.gt_u
+          if
+            i32.const 4
+            local.set $in_group
+          end
+          local.get $b
+          local.get $in_group
           i32.add
-          local.set $w0
-          local.get $w1
-          i32.const 32
-          i32.add
-          local.set $w1
+          local.set $b
+          loop $blocks
+            ;; row 0: Σ q_w·q_x as four i32 lanes, to f32, times the block's d_w·d_x
+            local.get $acc0
+            local.get $w0
+            v128.load
+            local.tee $c
+            i16x8.extend_low_i8x16_s
+            local.get $q
+            v128.load
+            i32x4.dot_i16x8_s
+            local.get $c
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=16
+            i32x4.dot_i16x8_s
+            i32x4.add
+            local.get $w0
+            v128.load offset=16
+            local.tee $c
+            i16x8.extend_low_i8x16_s
+            local.get $q
+            v128.load offset=32
+            i32x4.dot_i16x8_s
+            local.get $c
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=48
+            i32x4.dot_i16x8_s
+            i32x4.add
+            i32x4.add
+            f32x4.convert_i32x4_s
+            local.get $sc0
+            local.get $lane
+            i8x16.swizzle
+            f32x4.mul
+            f32x4.add
+            local.set $acc0
+            ;; row 1, the same
+            local.get $acc1
+            local.get $w1
+            v128.load
+            local.tee $c
+            i16x8.extend_low_i8x16_s
+            local.get $q
+            v128.load
+            i32x4.dot_i16x8_s
+            local.get $c
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=16
+            i32x4.dot_i16x8_s
+            i32x4.add
+            local.get $w1
+            v128.load offset=16
+            local.tee $c
+            i16x8.extend_low_i8x16_s
+            local.get $q
+            v128.load offset=32
+            i32x4.dot_i16x8_s
+            local.get $c
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=48
+            i32x4.dot_i16x8_s
+            i32x4.add
+            i32x4.add
+            f32x4.convert_i32x4_s
+            local.get $sc1
+            local.get $lane
+            i8x16.swizzle
+            f32x4.mul
+            f32x4.add
+            local.set $acc1
+            ;; next block
+            local.get $lane
+            v128.const i8x16 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4
+            i8x16.add
+            local.set $lane
+            local.get $w0
+            i32.const 32
+            i32.add
+            local.set $w0
+            local.get $w1
+            i32.const 32
+            i32.add
+            local.set $w1
+            local.get $q
+            i32.const 64
+            i32.add
+            local.set $q
+            local.get $in_group
+            i32.const 1
+            i32.sub
+            local.tee $in_group
+            br_if $blocks
+          end
           local.get $s0
-          i32.const 2
+          i32.const 8
           i32.add
           local.set $s0
           local.get $s1
-          i32.const 2
+          i32.const 8
           i32.add
           local.set $s1
-          local.get $q
-          i32.const 64
-          i32.add
-          local.set $q
           local.get $qs
-          i32.const 4
+          i32.const 16
           i32.add
           local.set $qs
           local.get $b
-          i32.const 1
-          i32.add
-          local.tee $b
           local.get $nb
           i32.lt_u
-          br_if $blocks
+          br_if $groups
         end
         local.get $out
         local.get $r0
@@ -389,11 +445,7 @@
         local.get $acc0
         call $hsum
         f32.store
-        local.get $r0
-        i32.const 1
-        i32.add
-        local.get $r1
-        i32.lt_u
+        local.get $two
         if
           local.get $out
           local.get $r0
