@@ -5,40 +5,19 @@ F32 records: within 1e-4 of the reference FFN (relative to the output's scale). 
 model of the same math (inputs of the Q8_0 products quantised as ggml's quantize_row_q8_0, as the GPU kernels do),
 and within the fixtures' Q8_0 tolerance of the plain f32 FFN.
 """
-import asyncio
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cpu_tier_cases import ROOT, ExpertMath, expected, inputs, models, node_ok, record, rel_err, store_of  # noqa: F401
 from diskformer.node_engine import node_executable
-from diskformer.reference.layers import fake_quantize_q8_0, silu
-from diskformer.reference.weights import GGUFWeights
-from py_engine.store.ingest import ingest
-from py_engine.store.layout import EXPERTS_FILE
-from py_engine.store.local import FileSource, MemoryStorage
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / "tests" / "cpu_tier_runner.mjs"
 BUILD = ROOT / "scripts" / "build_cpu_tier.mjs"
 LAYER = 1
-STEMS = ("micro-qwen35moe-f32", "micro-qwen3moe-f32", "micro-qwen35moe", "tiny-qwen3moe")
-
-
-def store_of(gguf: Path):
-    """(expert layout, experts.bin bytes) of the model ingested into an in-memory store."""
-    storage = MemoryStorage()
-    sink = storage.sink("m")
-    manifest = asyncio.run(ingest(FileSource(gguf), sink))
-    return manifest["layout"]["experts"], bytes(storage.folders["m"][EXPERTS_FILE])
-
-
-def record(layout, experts_bin, layer, expert):
-    at = (layer * layout["n_experts"] + expert) * layout["record_size"]
-    return experts_bin[at:at + layout["record_size"]]
 
 
 def run_pool(tmp, layout, records, requests, workers, tokens):
@@ -62,57 +41,6 @@ def run_pool(tmp, layout, records, requests, workers, tokens):
              np.fromfile(tmp / f"y.{i}.f32", "<f4").reshape(-1, n)) for i in range(len(requests))]
 
 
-class ExpertMath:
-    """One layer's expert matrices, dequantised, and the FFN computed two ways."""
-
-    def __init__(self, gguf: Path, layer: int):
-        w = GGUFWeights(gguf)
-        self.gate = w.tensor(f"blk.{layer}.ffn_gate_exps.weight", np.float64)
-        self.up = w.tensor(f"blk.{layer}.ffn_up_exps.weight", np.float64)
-        self.down = w.tensor(f"blk.{layer}.ffn_down_exps.weight", np.float64)
-
-    def plain(self, e, x):
-        """down(silu(gate x) * up x), float64."""
-        x = np.asarray(x, np.float64)
-        return self.down[e] @ (silu(self.gate[e] @ x) * (self.up[e] @ x))
-
-    def act_q8(self, e, x):
-        """The kernel's math for Q8_0 weights: x quantised before gate/up, f32 products and SwiGLU, the SwiGLU
-        output quantised before down."""
-        xq = fake_quantize_q8_0(np.asarray(x, np.float32)).astype(np.float64)
-        g = (self.gate[e] @ xq).astype(np.float32)
-        u = (self.up[e] @ xq).astype(np.float32)
-        a = fake_quantize_q8_0(silu(g) * u).astype(np.float64)
-        return self.down[e] @ a
-
-
-def rel_err(got, want):
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-
-
-def inputs(rng, n_tokens, n_embd):
-    # RMS-normed activations, scaled by a norm weight near 1: the expert FFN's input in the models
-    x = rng.standard_normal((n_tokens, n_embd)).astype(np.float32)
-    return x * rng.uniform(0.5, 1.5, n_embd).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def models(request):
-    """The fixture models' folder: the generated one when present, else made by conftest's fixture_models."""
-    here = ROOT / "fixtures" / "models"
-    if all((here / f"{s}.gguf").exists() for s in STEMS):
-        return here
-    return request.getfixturevalue("fixture_models")
-
-
-@pytest.fixture(scope="module")
-def node_ok():
-    try:
-        node_executable()
-    except Exception as e:  # noqa: BLE001 - the message says what is missing
-        pytest.skip(str(e))
-
-
 def requests_for(layout, rng, n_slots):
     """A one-token request of every slot, then two tokens sharing slots (a prefill chunk), the second async."""
     n_embd = layout["dims"]["gate"][0]
@@ -123,14 +51,6 @@ def requests_for(layout, rng, n_slots):
         {"slots": [0, 2, 1, 2, 3, 0][:2 * k - 2], "tokens": [0, 0, 0, 1, 1, 1][:2 * k - 2],
          "weights": list(rng.uniform(0.05, 0.5, 2 * k - 2)), "x": inputs(rng, 2, n_embd), "mode": "async"},
     ]
-
-
-def expected(math_fn, experts, req):
-    ys = np.stack([math_fn(experts[s], req["x"][t]) for s, t in zip(req["slots"], req["tokens"])])
-    out = np.zeros((max(req["tokens"]) + 1, ys.shape[1]))
-    for j, t in enumerate(req["tokens"]):
-        out[t] += req["weights"][j] * ys[j]
-    return ys, out
 
 
 @pytest.mark.parametrize("stem", ["micro-qwen35moe-f32", "micro-qwen3moe-f32"])
