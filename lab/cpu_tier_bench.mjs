@@ -1,9 +1,11 @@
 // Throughput of the CPU expert tier (web/cpu_tier) on real-dimension Q8_0 expert records (random bytes: the
 // kernel's speed does not depend on the values), for 1..N workers.
 //   node lab/cpu_tier_bench.mjs [--workers N] [--embd 2048] [--ff 512] [--k 8] [--tokens 1] [--seconds 2]
-//                               [--wasm other.wasm]   (a kernel build to compare)
-// Prints, per worker count: requests of k experts (for --tokens tokens each), GB/s of expert weights read and
-// experts/s. Records rotate through a set larger than the CPU caches, as misses read from the store would.
+//                               [--shared] [--wasm other.wasm]
+// --shared: every token of a request uses the same k experts (a prefill chunk's union at its most reused);
+// --wasm: a kernel build to compare.
+// Prints, per worker count: requests of k experts (for --tokens tokens each), GB/s of expert weights (counted once
+// per job: with --shared, the rate the jobs see) and experts/s (jobs/s). Records rotate through a set larger than the CPU caches, as misses read from the store would.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { createExpertPool } from '../web/cpu_tier/pool.js';
@@ -15,6 +17,7 @@ function arg(name, dflt) {
 const maxWorkers = arg('workers', os.availableParallelism());
 const nEmbd = arg('embd', 2048), nFf = arg('ff', 512), k = arg('k', 8), tokens = arg('tokens', 1);
 const seconds = arg('seconds', 2);
+const shared = process.argv.includes('--shared');
 const wasmAt = process.argv.indexOf('--wasm');
 const wasm = wasmAt > 0 ? readFileSync(process.argv[wasmAt + 1]) : undefined;
 
@@ -47,7 +50,7 @@ function fillRecord(bytes, seed) {
 }
 
 console.log(`CPU expert tier: n_embd ${nEmbd}, n_ff ${nFf}, Q8_0 record ${off} B, ${k} experts x ${tokens} token(s) ` +
-            `per request, ${slots} records (${(slots * off / 2 ** 20).toFixed(0)} MiB) in rotation, ` +
+            `per request${shared ? ' (the same k for every token)' : ''}, ${slots} records (${(slots * off / 2 ** 20).toFixed(0)} MiB) in rotation, ` +
             `${os.availableParallelism()} cores`);
 console.log('workers  requests/s  ms/request  GB/s  experts/s');
 for (let w = 1; w <= maxWorkers; w++) {
@@ -59,6 +62,7 @@ for (let w = 1; w <= maxWorkers; w++) {
   let next = 0;
   const request = () => {
     const sl = Array.from({ length: jobsPerRequest }, () => { const s = next; next = (next + 1) % slots; return s; });
+    if (shared) for (let j = k; j < jobsPerRequest; j++) sl[j] = sl[j % k];
     pool.computeSync(x, { slots: sl, tokens: tok, weights });
   };
   for (let i = 0; i < 3; i++) request();  // warm: tier-up of the wasm code, the workers' first wake-ups

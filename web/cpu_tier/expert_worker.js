@@ -3,6 +3,7 @@
 // browser and as a worker_threads worker in Node.
 import { CTRL, CMD_EXIT, ERROR_TEXT_BYTES, GGML_Q8_0 } from './plan.js';
 
+const CHUNK_ROWS = 16;  // rows of a record multiplied by every job of that record before the next rows (~32 KB)
 const isNode = typeof process !== 'undefined' && !!process.versions?.node;
 
 function share(total, index, parts) {
@@ -32,39 +33,61 @@ class ExpertWorker {
     }
   }
 
-  // gate, up and silu(gate)·up for this worker's share of all jobs' rows (job-major).
-  gateUp(nJobs, nTokens) {
+  // The request's jobs grouped by record slot, in order of first use: the jobs of a group (tokens of a prefill chunk
+  // that chose the same expert) read its rows while they are still in cache (CHUNK_ROWS at a time), so a record is
+  // read from memory once per request, not once per token.
+  groups(nJobs) {
+    const p = this.plan;
+    const bySlot = new Map();
+    for (let j = 0; j < nJobs; j++) {
+      const slot = this.i32[p.jobSlot / 4 + j];
+      if (!bySlot.has(slot)) bySlot.set(slot, []);
+      bySlot.get(slot).push(j);
+    }
+    return [...bySlot].map(([slot, jobs]) => ({ rec: p.records + slot * p.recordSize, jobs }));
+  }
+
+  // gate, up and silu(gate)·up for this worker's share of the rows of every record used (record-major).
+  gateUp(groups, nTokens) {
     const p = this.plan;
     const anyQ8 = p.types.gate === GGML_Q8_0 || p.types.up === GGML_Q8_0;
     if (anyQ8) this.k.quantize_q8(p.x, nTokens * p.nEmbd, this.mine.xq, this.mine.xs);
-    const [u0, u1] = share(nJobs * p.nFf, this.index, p.workers);
-    for (let j = Math.floor(u0 / p.nFf); j < nJobs && j * p.nFf < u1; j++) {
-      const r0 = Math.max(u0 - j * p.nFf, 0);
-      const r1 = Math.min(u1 - j * p.nFf, p.nFf);
-      const t = this.i32[p.jobToken / 4 + j];
-      const rec = p.records + this.i32[p.jobSlot / 4 + j] * p.recordSize;
-      const input = { q: this.mine.xq + 2 * t * p.nEmbd, s: this.mine.xs + 4 * t * (p.nEmbd / 32),
-                      f: p.x + 4 * t * p.nEmbd };
-      const at = 4 * j * p.nFf;
-      this.rows('gate', rec, r0, r1, input, p.gate + at);
-      this.rows('up', rec, r0, r1, input, p.up + at);
-      this.k.swiglu(p.gate + at + 4 * r0, p.up + at + 4 * r0, p.act + at + 4 * r0, r1 - r0);
+    const [u0, u1] = share(groups.length * p.nFf, this.index, p.workers);
+    for (let g = Math.floor(u0 / p.nFf); g < groups.length && g * p.nFf < u1; g++) {
+      const { rec, jobs } = groups[g];
+      const r0 = Math.max(u0 - g * p.nFf, 0);
+      const r1 = Math.min(u1 - g * p.nFf, p.nFf);
+      const inputs = jobs.map((j) => {
+        const t = this.i32[p.jobToken / 4 + j];
+        return { q: this.mine.xq + 2 * t * p.nEmbd, s: this.mine.xs + 4 * t * (p.nEmbd / 32),
+                 f: p.x + 4 * t * p.nEmbd, at: 4 * j * p.nFf };
+      });
+      for (let c0 = r0; c0 < r1; c0 += CHUNK_ROWS) {
+        const c1 = Math.min(c0 + CHUNK_ROWS, r1);
+        for (const input of inputs) this.rows('gate', rec, c0, c1, input, p.gate + input.at);
+        for (const input of inputs) this.rows('up', rec, c0, c1, input, p.up + input.at);
+      }
+      for (const { at } of inputs) this.k.swiglu(p.gate + at + 4 * r0, p.up + at + 4 * r0, p.act + at + 4 * r0, r1 - r0);
     }
   }
 
   // down products for this worker's share of the output rows, every job, and their weighted sums per token.
-  down(nJobs, nTokens) {
+  down(groups, nJobs, nTokens) {
     const p = this.plan;
     const q8 = p.types.down === GGML_Q8_0;
     if (q8) this.k.quantize_q8(p.act, nJobs * p.nFf, this.mine.aq, this.mine.as);
     const [r0, r1] = share(p.nEmbd, this.index, p.workers);
+    for (const { rec, jobs } of groups) {
+      const inputs = jobs.map((j) => ({ q: this.mine.aq + 2 * j * p.nFf, s: this.mine.as + 4 * j * (p.nFf / 32),
+                                        f: p.act + 4 * j * p.nFf, y: p.y + 4 * j * p.nEmbd }));
+      for (let c0 = r0; c0 < r1; c0 += CHUNK_ROWS) {
+        const c1 = Math.min(c0 + CHUNK_ROWS, r1);
+        for (const input of inputs) this.rows('down', rec, c0, c1, input, input.y);
+      }
+    }
     const f = this.f32;
     for (let t = 0; t < nTokens; t++) f.fill(0, p.out / 4 + t * p.nEmbd + r0, p.out / 4 + t * p.nEmbd + r1);
     for (let j = 0; j < nJobs; j++) {
-      const rec = p.records + this.i32[p.jobSlot / 4 + j] * p.recordSize;
-      const input = { q: this.mine.aq + 2 * j * p.nFf, s: this.mine.as + 4 * j * (p.nFf / 32),
-                      f: p.act + 4 * j * p.nFf };
-      this.rows('down', rec, r0, r1, input, p.y + 4 * j * p.nEmbd);
       const w = f[p.jobWeight / 4 + j];
       const y = p.y / 4 + j * p.nEmbd;
       const out = p.out / 4 + this.i32[p.jobToken / 4 + j] * p.nEmbd;
@@ -111,8 +134,10 @@ class ExpertWorker {
       const nJobs = Atomics.load(c, CTRL.N_JOBS);
       const nTokens = Atomics.load(c, CTRL.N_TOKENS);
       let failed = false;
+      let groups;
       try {
-        this.gateUp(nJobs, nTokens);
+        groups = this.groups(nJobs);
+        this.gateUp(groups, nTokens);
       } catch (err) {
         failed = true;
         this.fail(err);
@@ -120,7 +145,7 @@ class ExpertWorker {
       }
       this.barrier();
       try {
-        if (!failed) this.down(nJobs, nTokens);
+        if (!failed) this.down(groups, nJobs, nTokens);
       } catch (err) {
         this.fail(err);
         report(err);
