@@ -33,7 +33,8 @@ async def main(args):
             refused = ""
         except Exception as e:
             refused = str(e)
-        return {"one": floats(one), "ys": ys, "two": floats(two), "refused": refused,
+        rate = await tier.measure(jobs=2, repeats=2)
+        return {"rate": rate, "one": floats(one), "ys": ys, "two": floats(two), "refused": refused,
                 "dims": [tier.n_embd, tier.n_ff]}
     finally:
         tier.close()
@@ -62,3 +63,6 @@ def test_the_python_wrapper_computes_experts_in_pyodide(stem, models, tmp_path, 
                                                   "weights": [1.0, 0.25, 0.75], "x": x})
     assert rel_err(np.array(got["two"]).reshape(2, -1), want_two) < 1e-5
     assert "outside the pool" in got["refused"]
+    rate = got["rate"]
+    assert rate["ms"] > 0 and rate["experts_per_s"] == pytest.approx(2000 / rate["ms"])
+    assert rate["bytes_per_s"] == pytest.approx(rate["experts_per_s"] * layout["record_size"])

@@ -90,5 +90,14 @@ class CpuExpertTier:
         """Job `job`'s FFN output in the last request, before weighting (a JS Float32Array of n_embd)."""
         return self.pool.expertOutput(job)
 
+    async def measure(self, jobs: int | None = None, repeats: int = 5) -> dict:
+        """The tier's rate here (ms per request of `jobs` experts, record bytes/s, experts/s), timed on the records
+        in slots 0 .. jobs-1 as they stand: for the choice between computing a miss here and uploading it."""
+        options = {"repeats": repeats}
+        if jobs:
+            options["jobs"] = jobs
+        got = await self.pool.measure(_js_object(options))
+        return {"ms": float(got.ms), "bytes_per_s": float(got.bytesPerS), "experts_per_s": float(got.expertsPerS)}
+
     def close(self) -> None:
         self.pool.close()

@@ -10,7 +10,8 @@
 // layout is the store manifest's expert layout (py_engine/store/layout.py ExpertLayout.to_json): record planes,
 // part types (F32 or Q8_0) and dims. x holds n_tokens rows of n_embd f32; job j multiplies the record in
 // slots[j] with row tokens[j] of x. The result is out[t] = Σ_{j: tokens[j] = t} weights[j] · FFN_j(x[t]), one
-// row of n_embd per token (weights default to 1); expertOutput(j) is job j's FFN output before weighting.
+// row of n_embd per token (weights default to 1); expertOutput(j) is job j's FFN output before weighting;
+// measure() times the tier on this machine.
 // The rows of every product are split across the workers; they meet at one barrier between the gate/up and the
 // down products. All of it lives in one shared WebAssembly memory (records, inputs, outputs, the workers' scratch).
 import { CTRL, CMD_RUN, CMD_EXIT, planMemory } from './plan.js';
@@ -137,6 +138,19 @@ class ExpertPool {
     if (!(j >= 0 && j < this.nJobs)) throw new Error(`the last request had ${this.nJobs} jobs, not job ${j}`);
     const at = this.plan.y / 4 + j * this.plan.nEmbd;
     return this.f32.slice(at, at + this.plan.nEmbd);
+  }
+
+  // The tier's rate on this machine, for deciding per miss whether to compute on the CPU or upload: `repeats`
+  // requests of `jobs` experts (one token) on records slots 0 .. jobs-1 as they stand (the kernel's time does not
+  // depend on the values: zeros do). Returns {ms: per request, bytesPerS: record bytes per second, expertsPerS}.
+  async measure({ jobs = Math.min(8, this.plan.slots, this.plan.jobs), repeats = 5 } = {}) {
+    const x = new Float32Array(this.plan.nEmbd).map((_, i) => Math.sin(i));
+    const request = { slots: Array.from({ length: jobs }, (_, j) => j) };
+    await this.compute(x, request);  // the first request tiers the code up and wakes the workers
+    const t0 = performance.now();
+    for (let i = 0; i < repeats; i++) await this.compute(x, request);
+    const ms = (performance.now() - t0) / repeats;
+    return { ms, bytesPerS: (jobs * this.plan.recordSize * 1000) / ms, expertsPerS: (jobs * 1000) / ms };
   }
 
   close() {
