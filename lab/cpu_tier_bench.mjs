@@ -1,9 +1,9 @@
 // Throughput of the CPU expert tier (web/cpu_tier) on real-dimension Q8_0 expert records (random bytes: the
 // kernel's speed does not depend on the values), for 1..N workers.
 //   node lab/cpu_tier_bench.mjs [--workers N] [--embd 2048] [--ff 512] [--k 8] [--tokens 1] [--seconds 2]
-//                               [--shared] [--wasm other.wasm]
+//                               [--shared] [--records N] [--wasm other.wasm]
 // --shared: every token of a request uses the same k experts (a prefill chunk's union at its most reused);
-// --wasm: a kernel build to compare.
+// --records: how many records rotate (default: 256 MiB of them); --wasm: a kernel build to compare.
 // Prints, per worker count: requests of k experts (for --tokens tokens each), GB/s of expert weights (counted once
 // per job: with --shared, the rate the jobs see) and experts/s (jobs/s). Records rotate through a set larger than the CPU caches, as misses read from the store would.
 import { readFileSync } from 'node:fs';
@@ -35,7 +35,7 @@ for (const [name, n] of [['gate_codes', codes], ['up_codes', codes], ['gate_scal
 const layout = { types: { gate: 8, up: 8, down: 8 }, dims: { gate: [nEmbd, nFf], up: [nEmbd, nFf], down: [nFf, nEmbd] },
                  planes, record_size: off };
 const jobsPerRequest = k * tokens;
-const slots = Math.max(jobsPerRequest, Math.ceil((256 << 20) / off));  // > 256 MiB of records
+const slots = Math.max(jobsPerRequest, arg('records', Math.ceil((256 << 20) / off)));  // default: > 256 MiB
 
 function fillRecord(bytes, seed) {
   let s = seed * 2654435761 >>> 0;
@@ -52,7 +52,9 @@ function fillRecord(bytes, seed) {
 console.log(`CPU expert tier: n_embd ${nEmbd}, n_ff ${nFf}, Q8_0 record ${off} B, ${k} experts x ${tokens} token(s) ` +
             `per request${shared ? ' (the same k for every token)' : ''}, ${slots} records (${(slots * off / 2 ** 20).toFixed(0)} MiB) in rotation, ` +
             `${os.availableParallelism()} cores`);
-console.log('workers  requests/s  ms/request  GB/s  experts/s');
+// GB/s/core: bytes per second of CPU time the process used (the caller sleeps in Atomics.wait meanwhile): one
+// core's rate, a figure that holds on a machine whose cores are busy with other work, unlike the wall-clock one
+console.log('workers  requests/s  ms/request  GB/s  experts/s  GB/s/core');
 for (let w = 1; w <= maxWorkers; w++) {
   const pool = await createExpertPool({ layout, wasm, workers: w, slots, tokens, jobs: jobsPerRequest });
   for (let s = 0; s < slots; s++) fillRecord(pool.record(s), s + 1);
@@ -67,11 +69,16 @@ for (let w = 1; w <= maxWorkers; w++) {
   };
   for (let i = 0; i < 3; i++) request();  // warm: tier-up of the wasm code, the workers' first wake-ups
   let n = 0;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   while (performance.now() - t0 < seconds * 1000) { request(); n++; }
   const ms = (performance.now() - t0) / n;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuMs = (cpu.user + cpu.system) / 1000 / n;
   const gbs = (jobsPerRequest * off) / (ms * 1e6);
+  const cpuGbs = (jobsPerRequest * off) / (cpuMs * 1e6);
   console.log(`${String(w).padStart(7)}  ${(1000 / ms).toFixed(1).padStart(10)}  ${ms.toFixed(3).padStart(10)}  ` +
-              `${gbs.toFixed(2).padStart(4)}  ${(jobsPerRequest * 1000 / ms).toFixed(0).padStart(9)}`);
+              `${gbs.toFixed(2).padStart(4)}  ${(jobsPerRequest * 1000 / ms).toFixed(0).padStart(9)}  ` +
+              `${cpuGbs.toFixed(2).padStart(9)}`);
   pool.close();
 }

@@ -239,7 +239,6 @@
     (local $w0 i32) (local $w1 i32) (local $s0 i32) (local $s1 i32) (local $q i32) (local $qs i32) (local $b i32)
     (local $in_group i32) (local $two i32)
     (local $acc0 v128) (local $acc1 v128) (local $sc0 v128) (local $sc1 v128) (local $dx v128) (local $lane v128)
-    (local $c v128)
     block $rows_done
       loop $rows
         local.get $r0
@@ -328,27 +327,23 @@
             ;; row 0: Σ q_w·q_x as four i32 lanes, to f32, times the block's d_w·d_x
             local.get $acc0
             local.get $w0
-            v128.load
-            local.tee $c
-            i16x8.extend_low_i8x16_s
+            v128.load8x8_s
             local.get $q
             v128.load
             i32x4.dot_i16x8_s
-            local.get $c
-            i16x8.extend_high_i8x16_s
+            local.get $w0
+            v128.load8x8_s offset=8
             local.get $q
             v128.load offset=16
             i32x4.dot_i16x8_s
             i32x4.add
             local.get $w0
-            v128.load offset=16
-            local.tee $c
-            i16x8.extend_low_i8x16_s
+            v128.load8x8_s offset=16
             local.get $q
             v128.load offset=32
             i32x4.dot_i16x8_s
-            local.get $c
-            i16x8.extend_high_i8x16_s
+            local.get $w0
+            v128.load8x8_s offset=24
             local.get $q
             v128.load offset=48
             i32x4.dot_i16x8_s
@@ -364,27 +359,23 @@
             ;; row 1, the same
             local.get $acc1
             local.get $w1
-            v128.load
-            local.tee $c
-            i16x8.extend_low_i8x16_s
+            v128.load8x8_s
             local.get $q
             v128.load
             i32x4.dot_i16x8_s
-            local.get $c
-            i16x8.extend_high_i8x16_s
+            local.get $w1
+            v128.load8x8_s offset=8
             local.get $q
             v128.load offset=16
             i32x4.dot_i16x8_s
             i32x4.add
             local.get $w1
-            v128.load offset=16
-            local.tee $c
-            i16x8.extend_low_i8x16_s
+            v128.load8x8_s offset=16
             local.get $q
             v128.load offset=32
             i32x4.dot_i16x8_s
-            local.get $c
-            i16x8.extend_high_i8x16_s
+            local.get $w1
+            v128.load8x8_s offset=24
             local.get $q
             v128.load offset=48
             i32x4.dot_i16x8_s
