@@ -98,3 +98,32 @@ def test_the_committed_kernel_is_built_from_its_source():
     if proc.returncode == 2:
         pytest.skip(proc.stderr.strip())
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+PLAN_ERRORS = r"""
+import { planMemory } from './web/cpu_tier/plan.js';
+const real = { types: { gate: 8, up: 8, down: 8 }, dims: { gate: [2048, 512] },
+               planes: { gate_codes: [0, 1048576] }, record_size: 3342336 };
+const caps = { workers: 2, slots: 8, tokens: 1, jobs: 8 };
+const said = (layout, c) => { try { planMemory(layout, c); return ''; } catch (e) { return e.message; } };
+console.log(JSON.stringify({
+  pages: planMemory(real, caps).pages,
+  q4: said({ ...real, types: { gate: 2, up: 2, down: 2 } }, caps),
+  odd: said({ ...real, dims: { gate: [2048, 500] } }, caps),
+  huge: said(real, { ...caps, slots: 2000 }),
+}));
+"""
+
+
+def test_the_pool_refuses_what_it_cannot_compute_in_words():
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    proc = subprocess.run([node, "--input-type=module", "-e", PLAN_ERRORS], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert said["pages"] * 65536 >= 8 * 3342336
+    assert "F32 and Q8_0" in said["q4"] and "type 2" in said["q4"]
+    assert "multiples of 32" in said["odd"]
+    assert "fewer record slots" in said["huge"]

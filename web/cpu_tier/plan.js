@@ -23,6 +23,7 @@ export const CMD_RUN = 1;
 export const CMD_EXIT = 2;
 const CTRL_BYTES = 64;
 const PAGE = 65536;
+const MAX_PAGES = 65536;  // 4 GiB: the most a 32-bit WebAssembly memory addresses
 
 const align = (n, a = 64) => Math.ceil(n / a) * a;
 
@@ -70,6 +71,10 @@ export function planMemory(layout, caps) {
   at = align(at, 256);
   plan.records = take(slots * plan.recordSize);
   plan.bytes = at + 64;  // slack: rows_q8 may read a few bytes past a row's last scale (expert_ffn.wat)
-  plan.pages = Math.ceil(at / PAGE);
+  plan.pages = Math.ceil(plan.bytes / PAGE);
+  if (plan.pages > MAX_PAGES) {
+    throw new Error(`${slots} records of ${plan.recordSize} bytes need ${(plan.bytes / 2 ** 30).toFixed(1)} GiB: more ` +
+                    'than the 4 GiB a WebAssembly memory can hold; give the CPU expert tier fewer record slots');
+  }
   return plan;
 }
