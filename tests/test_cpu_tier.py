@@ -127,3 +127,40 @@ def test_the_pool_refuses_what_it_cannot_compute_in_words():
     assert "F32 and Q8_0" in said["q4"] and "type 2" in said["q4"]
     assert "multiples of 32" in said["odd"]
     assert "fewer record slots" in said["huge"]
+
+
+START_ERRORS = r"""
+import { createExpertPool } from './web/cpu_tier/pool.js';
+const layout = { types: { gate: 0, up: 0, down: 0 }, dims: { gate: [64, 32] },
+                 planes: { gate_codes: [0, 8192], up_codes: [8192, 8192], gate_scales: [16384, 0],
+                           up_scales: [16384, 0], down_codes: [16384, 8192], down_scales: [24576, 0] },
+                 record_size: 24576 };
+const said = async (f) => { try { await f(); return ''; } catch (e) { return e.message; } };
+const pool = await createExpertPool({ layout, workers: 2, slots: 2 });
+const out = {
+  start: await said(() => createExpertPool({ layout, workers: 1, workerUrl: new URL('missing_worker.js', import.meta.url) })),
+  slot: await said(() => pool.compute(new Float32Array(64), { slots: [2] })),
+  rows: await said(() => pool.compute(new Float32Array(65), { slots: [0] })),
+  token: await said(() => pool.compute(new Float32Array(64), { slots: [0], tokens: [1] })),
+  fine: (await pool.compute(new Float32Array(64), { slots: [1, 0] })).length,
+};
+pool.close();
+out.closed = await said(() => pool.compute(new Float32Array(64), { slots: [0] }));
+console.log(JSON.stringify(out));
+"""
+
+
+def test_the_pool_says_what_was_wrong_with_a_request():
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    proc = subprocess.run([node, "--input-type=module", "-e", START_ERRORS], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert "could not start" in said["start"]
+    assert "outside the pool's 2" in said["slot"]
+    assert "rows of 64" in said["rows"]
+    assert "token 1" in said["token"]
+    assert said["fine"] == 64
+    assert "closed" in said["closed"]

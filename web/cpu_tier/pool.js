@@ -35,16 +35,20 @@ async function loadKernel(wasm) {
   return WebAssembly.compile(bytes);
 }
 
+// A worker handle: post, listen (messages), failed (the script could not load or threw at top level), hold (Node:
+// keep the process alive while a request is in flight: Atomics.waitAsync alone does not), end.
 async function spawn(url) {
   if (isNode) {
     const { Worker } = await import('node:worker_threads');
-    const w = new Worker(url);
+    const w = new Worker(url, { execArgv: [] });  // none of the parent's flags (--input-type breaks a worker file)
     w.unref();  // an idle pool does not keep Node running
-    return { post: (m) => w.postMessage(m), listen: (fn) => w.on('message', fn), end: () => w.terminate() };
+    return { post: (m) => w.postMessage(m), listen: (fn) => w.on('message', fn), failed: (fn) => w.on('error', fn),
+             hold: (on) => (on ? w.ref() : w.unref()), end: () => w.terminate() };
   }
   const w = new Worker(url, { type: 'module' });
   return { post: (m) => w.postMessage(m), listen: (fn) => { w.onmessage = (ev) => fn(ev.data); },
-           end: () => w.terminate() };
+           failed: (fn) => { w.onerror = (ev) => fn(new Error(ev.message || `could not start ${url}`)); },
+           hold: () => {}, end: () => w.terminate() };
 }
 
 class ExpertPool {
@@ -55,7 +59,6 @@ class ExpertPool {
     this.ctrl = new Int32Array(memory.buffer, plan.ctrl, 16);
     this.i32 = new Int32Array(memory.buffer);
     this.f32 = new Float32Array(memory.buffer);
-    this.errors = [];
     this.busy = false;
     this.closed = false;
   }
@@ -98,6 +101,7 @@ class ExpertPool {
     Atomics.store(c, CTRL.FAILED, 0);
     Atomics.store(c, CTRL.ERROR_LEN, 0);
     this.busy = true;
+    for (const w of this.workers) w.hold(true);
     this.nJobs = nJobs;
     this.nTokens = nTokens;
     Atomics.add(c, CTRL.GEN, 1);
@@ -106,6 +110,7 @@ class ExpertPool {
 
   _finish() {
     this.busy = false;
+    for (const w of this.workers) w.hold(false);
     if (Atomics.load(this.ctrl, CTRL.FAILED)) {
       const n = Atomics.load(this.ctrl, CTRL.ERROR_LEN);
       const why = new TextDecoder().decode(new Uint8Array(this.memory.buffer, this.plan.errorText, n).slice());
@@ -186,11 +191,9 @@ export async function createExpertPool(options) {
   await Promise.all(handles.map((h, index) => new Promise((resolve, reject) => {
     h.listen((m) => {
       if (m.type === 'ready') resolve();
-      else if (m.type === 'error') {
-        pool.errors.push(`worker ${m.index}: ${m.error}`);
-        reject(new Error(`CPU expert worker ${m.index} failed: ${m.error}`));
-      }
+      else if (m.type === 'error') reject(new Error(`CPU expert worker ${m.index} failed: ${m.error}`));
     });
+    h.failed((err) => reject(new Error(`CPU expert worker ${index} could not start: ${err?.message ?? err}`)));
     h.post({ module, memory, plan, index });
   }))).catch((err) => { pool.close(); throw err; });
   return pool;
