@@ -41,6 +41,12 @@ if [ ! -d node_modules/pyodide ] || [ ! -d node_modules/webgpu ] || [ package.js
   touch node_modules/.installed
 fi
 
+# The CPU expert tier's kernel: expert_ffn.wasm is committed; rebuild it when its WAT source is newer (npm wabt).
+if [ -d node_modules/wabt ] && [ web/cpu_tier/expert_ffn.wat -nt web/cpu_tier/expert_ffn.wasm ]; then
+  say "assembling the CPU expert kernel"
+  node scripts/build_cpu_tier.mjs
+fi
+
 # Vendor the Pyodide runtime (served under /pyodide/, never fetched from a CDN) and micropip's wheel.
 if [ ! -f vendor/pyodide/pyodide.mjs ] || [ node_modules/.installed -nt vendor/pyodide/pyodide.mjs ]; then
   say "vendoring Pyodide"
