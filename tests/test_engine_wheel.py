@@ -19,7 +19,7 @@ def test_repo_wheel_holds_no_lab_or_bench_file():
     lab = (REPO / "lab").resolve()
     assert files and not [name for name, path in files if Path(path).resolve().is_relative_to(lab)]
     names = _wheel_names(REPO)
-    assert "py_engine/boot.py" in names and "py_engine/shaders/matvec.wgsl" in names
+    assert "py_engine/boot.py" in names and "py_engine/shaders/matvec/matvec.wgsl" in names
     assert all(n.startswith(("py_engine/", f"{engine_wheel.DIST_INFO}/")) for n in names)
     # the bench's code and kernels exist, in the lab, and none of them is packed
     bench_kernels = sorted(p.name for p in (lab / "engine_bench" / "shaders").glob("*.wgsl"))
