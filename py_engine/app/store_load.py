@@ -5,8 +5,10 @@ pool sized by the budget (py_engine/engine/store_decoder.py). A model already st
 Progress: the ingest's phases become the page's stages — 'verify' (a resumed ingest re-hashing what it has) and
 'download' — each with bytes / total / rate / eta.
 """
+import re
+
 from ..store import ingest
-from .errors import BadModelFile, BudgetTooSmall
+from .errors import BadModelFile, BudgetTooSmall, budget_too_small
 
 
 def folder_name(name: str) -> str:
@@ -75,5 +77,9 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
                                             budget_bytes=int(budget) if budget is not None else None,
                                             prefetch_depth=1)
     except engine_budget.BudgetTooSmall as e:
-        raise BudgetTooSmall(f"GPU budget too small: {e}") from None
+        # the engine's message ends "give at least N B (...)": the user is told N, the formula goes to the details
+        need = re.search(r"give at least (\d+) B", str(e))
+        if need is None or budget is None:
+            raise BudgetTooSmall("GPU budget too small for this model: raise the budget in Settings", str(e)) from None
+        raise budget_too_small(folder, int(need.group(1)), int(budget), str(e)) from None
     return header, dec
