@@ -3,20 +3,30 @@ small model) is compiling the compute pipelines, then uploading the weights and 
 
 `ReportingPipelines` reports every pipeline it compiles and records which ones a model used; the page keeps that
 list per model and sends it with the next Load (`pipeline_specs`), which then compiles them all at once through
-createComputePipelineAsync and can say "n of N". Events: {stage: 'gpu', step: 'pipelines' | 'weights', message,
-done, total} (total None while unknown).
+createComputePipelineAsync and can say "n of N". Events: {stage: 'gpu', step: 'device' | 'pipelines' | 'weights',
+message, done, total_steps} (total_steps None while unknown).
 """
-from ..gpu.pipelines import Pipelines
-
 MAX_SPECS = 512  # more than any model here uses: a longer list is not one this page sent
 
 
-class ReportingPipelines(Pipelines):
-    def __init__(self, gpu):
-        super().__init__(gpu)
+def spec_key(name: str, consts: dict) -> tuple:
+    return name, tuple(sorted(consts.items()))
+
+
+class ReportingPipelines:
+    """The session's Pipelines (py_engine/gpu/pipelines.py), passed everywhere in its place: every pipeline compiled
+    during a Load is counted and reported, and the ones the Load asked for are recorded. Anything else is the
+    wrapped object's."""
+
+    def __init__(self, pipelines):
+        self.inner = pipelines
+        self.built = set()  # keys of the pipelines the wrapped cache holds
         self.on_compiled = None  # callable(count) while a Load reports
         self.compiled = 0  # pipelines compiled one by one (synchronously) during the current Load
-        self.used = {}  # (name, consts) -> None: every pipeline the current Load asked for, in order
+        self.used = {}  # key -> None: every pipeline the current Load asked for, in order
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
     def begin(self, on_compiled):
         self.on_compiled, self.compiled, self.used = on_compiled, 0, {}
@@ -25,15 +35,21 @@ class ReportingPipelines(Pipelines):
         self.on_compiled = None
 
     def get(self, name: str, **consts):
-        key = (name, tuple(sorted(consts.items())))
-        fresh = key not in self._cache
-        pipe = super().get(name, **consts)
-        if self.on_compiled is not None:
-            self.used.setdefault(key, None)
-            if fresh:
+        key = spec_key(name, consts)
+        pipe = self.inner.get(name, **consts)
+        if key not in self.built:
+            self.built.add(key)
+            if self.on_compiled is not None:
                 self.compiled += 1
                 self.on_compiled(self.compiled)
+        if self.on_compiled is not None:
+            self.used.setdefault(key, None)
         return pipe
+
+    async def prepare(self, specs, on_ready=None):
+        n = await self.inner.prepare(specs, on_ready)
+        self.built.update(spec_key(name, consts) for name, consts in specs)
+        return n
 
     def specs(self) -> list:
         """What the current Load used, as the page stores it: [[name, {const: value}], ...]."""

@@ -57,10 +57,11 @@ class Session:
         if self.gpu is not None and self.lost is None:
             return self.gpu
         from ..gpu.device import open_gpu
+        from ..gpu.pipelines import Pipelines
         from .gpu_setup import ReportingPipelines
 
         self.gpu = await open_gpu()
-        self.pipelines = ReportingPipelines(self.gpu)
+        self.pipelines = ReportingPipelines(Pipelines(self.gpu))
         self.lost = None
         self._watch_lost(self.gpu)
         return self.gpu

@@ -77,9 +77,13 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
                                             budget_bytes=int(budget) if budget is not None else None,
                                             prefetch_depth=1)
     except engine_budget.BudgetTooSmall as e:
-        # the engine's message ends "give at least N B (...)": the user is told N, the formula goes to the details
-        need = re.search(r"give at least (\d+) B", str(e))
-        if need is None or budget is None:
-            raise BudgetTooSmall("GPU budget too small for this model: raise the budget in Settings", str(e)) from None
-        raise budget_too_small(folder, int(need.group(1)), int(budget), str(e)) from None
+        raise budget_refusal(folder, budget, str(e)) from None
     return header, dec
+
+
+def budget_refusal(folder: str, budget, engine_message: str) -> BudgetTooSmall:
+    """The engine's refusal ends "give at least N B (...)": the user is told N in MB, the formula is the details."""
+    need = re.search(r"give at least (\d+) B", engine_message)
+    if need is None or budget is None:
+        return BudgetTooSmall("GPU budget too small for this model: raise the budget in Settings", engine_message)
+    return budget_too_small(folder, int(need.group(1)), int(budget), engine_message)

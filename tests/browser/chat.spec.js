@@ -114,7 +114,7 @@ test.describe('chat page', () => {
     expect(after.lastResult.stop_reason).toBe('length');
     expect(after.lastDeltas).toBeGreaterThan(1);
     expect(after.lastResult.stats.decode_tokens_per_s).toBeGreaterThan(0);
-    await expect(page.locator('.msg.user').first()).toHaveText(QUESTION);
+    await expect(page.locator('.msg.user .text').first()).toHaveText(QUESTION);
     await expect(reply.locator('.answer')).not.toBeEmpty();
     await expect(page.locator('#meter')).toContainText('tok/s');
     await expect(page.locator('#meter')).toContainText('first token');
@@ -412,7 +412,9 @@ test.describe('the model store and local files', () => {
     await expect(page.locator('#file-name')).toHaveText('fake.gguf');
     await page.locator('#load-btn').click();
     await expect(page.locator('#chat-error')).toContainText('not a usable GGUF file');
-    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
+    // the model that was loaded stays loaded
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
+    expect((await chatState(page)).loaded.name).toBe('micro-qwen3moe.gguf');
     expect((await chatState(page)).error.errorType).toBe('BadModelFile');
     await expect(page.locator('#chat-error .error-summary')).not.toContainText('BadModelFile');
     expect([...blocked]).toEqual([]);
