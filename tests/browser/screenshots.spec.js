@@ -54,7 +54,8 @@ test('the main states of the page, photographed', async ({ browser }, testInfo) 
   await expect(page.locator('#load-text')).toContainText(/ of [\d.]+ MB/);
   await shot(page, 'download-progress');
   await expect(page.locator('#load-progress[data-stage="gpu"]')).toBeVisible();
-  await expect(page.locator('#load-text')).toContainText(/ · [\d.]+ m?s$/); // the set-up's step and elapsed time
+  // the set-up's step, its count and the time so far
+  await expect(page.locator('#load-text')).toContainText(/^compiling GPU kernels.* · [\d.]+ m?s$/);
   await shot(page, 'gpu-setup-progress');
   await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
   await page.locator('#model-select').selectOption(`served:${DEMO}`);
