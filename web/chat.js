@@ -159,12 +159,16 @@ export class Chat {
     const stored = this.state.models?.stored ?? [];
     box.hidden = stored.length === 0;
     if (!stored.length) return box.replaceChildren();
+    // a refresh (another tab's change, a finished Load) must not close a question the user is answering
+    const asking = box.querySelector('li:has(.confirm-ask)')?.dataset.model;
     box.replaceChildren(el('span', { class: 'muted' }, 'Stored in this browser:'),
       storedList(stored, (name) => this.removeStored(name)));
+    if (asking) box.querySelector(`li[data-model="${CSS.escape(asking)}"] button.remove`)?.click();
   }
 
   // Remove a stored model (Remove from disk asks first; this does it). A model another tab has loaded is refused.
   async removeStored(name) {
+    this.clearError(); // a new attempt: an earlier refusal no longer applies
     const mine = this.sync.held === name;
     if (mine) await this.sync.release();
     try {
@@ -177,7 +181,6 @@ export class Chat {
         this.showError(err, `removing ${name}`);
         return;
       }
-      this.clearError();
       this.sync.announce({ kind: 'removed', name });
       if (done.value.unloaded) {
         this.#unloaded();

@@ -139,6 +139,9 @@ test.describe('chat page defects', () => {
     const row = page.locator(`#stored-models li[data-model="${MODEL}"]`);
     await row.getByRole('button', { name: 'Remove from disk' }).click();
     await expect(row).toContainText(`Delete ${MODEL} from this browser?`);
+    // a refresh of the list meanwhile (another tab stored a model) keeps the question open
+    await page.evaluate(() => window.diskformer.chat.refreshModels());
+    await expect(row).toContainText(`Delete ${MODEL} from this browser?`);
     await row.getByRole('button', { name: 'Cancel' }).click();
     await expect(row).toHaveCount(1);
     expect((await chatState(page)).loaded?.name).toBe(MODEL);
