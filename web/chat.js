@@ -1,69 +1,61 @@
-// The chat: model picker and Load (with a progress bar), streamed replies, Stop, multi-turn, New chat, Copy, the
-// stats meter, settings. Every bit of work runs in the engine worker (py_engine/app through EngineClient); this file
-// only moves messages and DOM nodes. Model text is shown through markdown.js (escaped, then a small subset rendered)
-// or textContent — never raw innerHTML.
+// The chat: model picker and Load (with progress), streamed replies, Stop, multi-turn, the saved chats (reopen,
+// rename, delete, export), Regenerate, Edit, the stats line and settings. Every bit of work runs in the engine worker
+// (py_engine/app through EngineClient); this file moves messages between the modules that draw the page:
+//   model_list.js (picker, stored models)   message_view.js (the messages)   stats_view.js (figures)
+//   conversations.js (IndexedDB, export)    chat_list.js (past chats)        store_sync.js (other tabs)
+//   settings.js (localStorage)              error_view.js (errors in the user's words)
 //
 // Readable by tests and from the console: window.diskformer.chat.state.
 
-import { renderMarkdown } from './markdown.js';
-import { PINNED_MODELS } from './pinned_models.js';
-import { defaultBudgetMiB, loadOptionsFrom, loadSettings, samplingFrom, saveSettings } from './settings.js';
+import { renderChatList } from './chat_list.js';
+import { ConversationStore, download, exportName, newConversation, toJSON, toMarkdown } from './conversations.js';
+import { renderError } from './error_view.js';
+import { el, formatBytes, formatSeconds } from './format.js';
+import { LoadProgress, rememberPipelines, rememberedPipelines } from './load_progress.js';
+import { ReplyView, userView } from './message_view.js';
+import { bytesToStore, folderName, modelOptions, sourceFor, sourceName, sourceNote, storedList } from './model_list.js';
+import { defaultBudgetMiB, isFirstVisit, loadOptionsFrom, loadSettings, samplingFrom, saveSettings } from './settings.js';
+import { bindSettings, showSettings } from './settings_form.js';
+import { LiveRate, meterText } from './stats_view.js';
+import { StoreSync } from './store_sync.js';
 
 const $ = (id) => document.getElementById(id);
-
-function el(tag, attrs = {}, text = null) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text !== null) node.textContent = text;
-  return node;
-}
-
-export function formatBytes(n) {
-  if (!Number.isFinite(n)) return '—';
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let i = 0;
-  while (Math.abs(n) >= 1000 && i < units.length - 1) { n /= 1000; i += 1; }
-  return i === 0 ? `${n} B` : `${n.toFixed(n < 10 ? 2 : 1)} ${units[i]}`;
-}
-
-function formatSeconds(s) {
-  if (!Number.isFinite(s)) return '—';
-  if (s < 1) return `${(s * 1000).toFixed(0)} ms`;
-  if (s < 90) return `${s.toFixed(1)} s`;
-  return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-}
-
-const STOP_LABELS = {
-  stop: null,
-  length: 'reply length limit reached',
-  abort: 'stopped',
-  context_full: 'context full',
-};
 
 export class Chat {
   constructor(client, selftest) {
     this.client = client;
     this.limits = selftest?.limits ?? {};
     this.fallbackBudgetMiB = defaultBudgetMiB(this.limits);
+    // nothing stored yet (a first visit): the built-in demo model is preselected, with the settings it was made for
+    this.firstVisit = isFirstVisit();
     this.settings = loadSettings();
-    // nothing chosen yet (a first visit): the built-in demo model is preselected, with the settings it was made for
-    this.firstVisit = this.settings.model === '';
     this.quotaWarned = null; // the source a storage warning was shown for: a second Load goes ahead
     this.file = null; // the picked or dropped File
+    this.chats = new ConversationStore();
+    this.sync = new StoreSync((change) => this.#storeChanged(change));
+    this.chat = newConversation(); // the open chat; saved once it has a message
+    this.editFrom = null; // index of the user message being edited (Send replaces it and what followed)
+    this.progress = new LoadProgress();
     this.state = {
       phase: 'idle', // idle | loading | ready | generating
       loaded: null, // the load request's answer
       models: null, // the models request's answer
-      conversation: [], // [{role, content, reasoning_content?}] as sent to generate
+      conversation: this.chat.messages, // [{role, content, reasoning_content?, stats?, stop_reason?}]
+      chatId: this.chat.id,
+      chats: [], // the saved chats, newest first
       lastResult: null,
       lastDeltas: 0,
+      liveTokens: 0, // tokens of the reply being generated
+      liveTokensPerSecond: null,
       loadEvents: [],
       error: null,
     };
     this.#bind();
     this.#showSettings();
     this.#setPhase('idle');
+    this.#renderMessages();
     this.refreshModels();
+    this.refreshChats();
   }
 
   // --- state and errors -----------------------------------------------------------------------------------------
@@ -77,20 +69,17 @@ export class Chat {
     $('send-btn').disabled = phase !== 'ready';
     $('send-btn').hidden = phase === 'generating';
     $('stop-btn').hidden = phase !== 'generating';
-    $('new-chat').disabled = busy;
+    $('new-chat').disabled = phase === 'generating';
+    for (const b of document.querySelectorAll('#messages .regenerate, #messages .edit, #chat-list button')) {
+      b.disabled = busy || (phase !== 'ready' && !b.closest('#chat-list'));
+    }
   }
 
   showError(err, where = '') {
     const message = err?.message ?? String(err);
-    this.state.error = { message, errorType: err?.errorType ?? err?.name ?? 'Error', where };
-    const box = $('chat-error');
-    box.replaceChildren(el('strong', {}, where ? `${where}: ` : ''), document.createTextNode(message));
-    if (err?.workerStack) {
-      const d = el('details');
-      d.append(el('summary', {}, 'details'), el('pre', {}, err.workerStack));
-      box.append(d);
-    }
-    box.hidden = false;
+    const errorType = err?.errorType ?? err?.name ?? 'Error';
+    const shown = renderError($('chat-error'), err, where);
+    this.state.error = { message, errorType, where, shown };
   }
 
   clearError() {
@@ -98,6 +87,12 @@ export class Chat {
     delete $('chat-error').dataset.kind;
     $('chat-error').hidden = true;
     $('chat-error').replaceChildren();
+  }
+
+  // A note about the store (a removal, another tab's change) that stays until the next one.
+  #storeNote(text) {
+    $('store-note').textContent = text;
+    $('store-note').hidden = !text;
   }
 
   // --- models ---------------------------------------------------------------------------------------------------
@@ -114,41 +109,16 @@ export class Chat {
 
   #fillModelSelect() {
     const select = $('model-select');
-    const served = this.state.models?.served ?? [];
-    const options = [];
-    if (served.length) {
-      const group = el('optgroup', { label: 'Served by this host' });
-      for (const m of served) {
-        const label = m.builtin ? `${m.name} (built-in demo, ${formatBytes(m.size)})` : `${m.name} (${formatBytes(m.size)})`;
-        group.append(el('option', { value: `served:${m.name}` }, label));
-      }
-      options.push(group);
-    }
-    if (PINNED_MODELS.length) {
-      const group = el('optgroup', { label: 'Download (pinned hub files)' });
-      for (const m of PINNED_MODELS) {
-        group.append(el('option', { value: `pinned:${m.id}` }, `${m.label} (${m.size ? formatBytes(m.size) : m.size_note ?? 'size unknown'})`));
-      }
-      options.push(group);
-    }
-    const stored = (this.state.models?.stored ?? []).filter((m) => m.complete);
-    if (stored.length) {
-      const group = el('optgroup', { label: 'Stored in this browser' });
-      for (const m of stored) group.append(el('option', { value: `stored:${m.name}` }, `${m.name} (${formatBytes(m.bytes)})`));
-      options.push(group);
-    }
-    const other = el('optgroup', { label: 'Other' });
-    other.append(el('option', { value: 'url' }, 'From a URL…'), el('option', { value: 'file' }, 'Local GGUF file…'));
-    options.push(other);
-    select.replaceChildren(...options);
+    const keep = this.state.phase === 'loading' || this.state.phase === 'generating';
+    select.replaceChildren(...modelOptions(this.state.models));
     const wanted = this.settings.model;
     const values = [...select.options].map((o) => o.value);
-    const demo = served.find((m) => m.builtin);
+    const demo = this.state.models?.served?.find((m) => m.builtin);
     const fallback = demo ? `served:${demo.name}` : values[0];
     select.value = values.includes(wanted) && (wanted !== 'file' || this.file) ? wanted : fallback;
     if (this.firstVisit && demo) this.#useDemoSettings();
     this.firstVisit = false;
-    select.disabled = false;
+    select.disabled = keep;
     this.#sourceChanged(false);
   }
 
@@ -160,33 +130,10 @@ export class Chat {
     this.#showSettings();
   }
 
-  // The stored folder a source would land in (store/app folder_name: '/' flattens to '__').
-  #storedFor(kind) {
-    let name = null;
-    if (kind.startsWith('served:')) name = kind.slice('served:'.length);
-    else if (kind.startsWith('pinned:')) name = pinnedFor(kind)?.file;
-    else if (kind === 'file' && this.file) name = this.file.name;
-    if (!name) return null;
-    return (this.state.models?.stored ?? []).find((m) => m.name === name.replaceAll('/', '__')) ?? null;
-  }
-
-  // What a Load of the current source would have to write to the store, when that is known (0: stored already).
-  #bytesToStore() {
-    const kind = $('model-select').value;
-    if (this.settings.loadPath !== 'store' || kind.startsWith('stored:')) return 0;
-    const stored = this.#storedFor(kind);
-    if (stored?.complete) return 0;
-    let size = null;
-    if (kind.startsWith('served:')) size = this.state.models?.served?.find((m) => `served:${m.name}` === kind)?.size;
-    else if (kind.startsWith('pinned:')) size = pinnedFor(kind)?.size;
-    else if (kind === 'file') size = this.file?.size;
-    return Number.isFinite(size) ? size - (stored?.bytes ?? 0) : null;
-  }
-
   // Before a download into the store: warn when the browser's storage estimate says it will not fit. The warning
   // shows once per source; pressing Load again tries anyway (estimates are rough, and space may have been freed).
   async #storageFits() {
-    const need = this.#bytesToStore();
+    const need = bytesToStore($('model-select').value, this.state.models, this.file, this.settings.loadPath);
     const kind = $('model-select').value;
     if (!need || !navigator.storage?.estimate || this.quotaWarned === kind) return true;
     let estimate;
@@ -198,9 +145,9 @@ export class Chat {
     const available = (estimate.quota ?? Infinity) - (estimate.usage ?? 0);
     if (need <= available) return true;
     this.quotaWarned = kind;
-    const err = new Error(`this model needs ${formatBytes(need)} in this browser's storage, and about ` +
-      `${formatBytes(Math.max(0, available))} is available. Free some space (Remove from disk below, or the ` +
-      'browser\'s site data), switch the load path to "direct" in Settings, or press Load again to try anyway.');
+    const err = new Error(`free some space first (Remove from disk below, or the browser's site data), switch the ` +
+      `load path to "direct" in Settings, or press Load again to try anyway: this model needs ${formatBytes(need)} ` +
+      `in this browser's storage, and about ${formatBytes(Math.max(0, available))} is available.`);
     err.name = 'StorageQuota';
     this.showError(err, 'not enough storage');
     $('chat-error').dataset.kind = 'quota';
@@ -212,35 +159,45 @@ export class Chat {
     const stored = this.state.models?.stored ?? [];
     box.hidden = stored.length === 0;
     if (!stored.length) return box.replaceChildren();
-    const list = el('ul');
-    for (const m of stored) {
-      const total = m.source?.size;
-      const partial = Number.isFinite(total) ? ` (download interrupted: ${formatBytes(m.bytes)} of ${formatBytes(total)}` +
-        ' stored; Load it from the same source to resume)' : ' (incomplete: Load it from the same source to resume)';
-      const li = el('li', { 'data-model': m.name, 'data-complete': String(!!m.complete) },
-        `${m.name} — ${formatBytes(m.bytes)}${m.complete ? '' : partial} `);
-      const rm = el('button', { type: 'button', class: 'small remove' }, 'Remove from disk');
-      rm.addEventListener('click', () => this.removeStored(m.name));
-      li.append(rm);
-      list.append(li);
-    }
-    box.replaceChildren(el('span', { class: 'muted' }, 'Stored in this browser:'), list);
+    // a refresh (another tab's change, a finished Load) must not close a question the user is answering
+    const asking = box.querySelector('li:has(.confirm-ask)')?.dataset.model;
+    box.replaceChildren(el('span', { class: 'muted' }, 'Stored in this browser:'),
+      storedList(stored, (name) => this.removeStored(name)));
+    if (asking) box.querySelector(`li[data-model="${CSS.escape(asking)}"] button.remove`)?.click();
   }
 
+  // Remove a stored model (Remove from disk asks first; this does it). A model another tab has loaded is refused.
   async removeStored(name) {
+    this.clearError(); // a new attempt: an earlier refusal no longer applies
+    const mine = this.sync.held === name;
+    if (mine) await this.sync.release();
     try {
-      const answer = await this.client.request('remove', { model: name });
-      this.clearError();
-      if (answer.unloaded) {
-        this.state.loaded = null;
-        $('model-info').textContent = `${name} was removed and unloaded`;
-        this.newChat(false);
-        this.#setPhase('idle');
+      const done = await this.sync.whileUnused(name, () => this.client.request('remove', { model: name }));
+      if (!done.ran) {
+        if (mine) this.sync.hold(name);
+        const err = new Error(`${name} is in use in another tab of this page: load another model there or close ` +
+          'it, then remove it here.');
+        err.name = 'ModelInUse';
+        this.showError(err, `removing ${name}`);
+        return;
+      }
+      this.sync.announce({ kind: 'removed', name });
+      if (done.value.unloaded) {
+        this.#unloaded();
+        this.#storeNote(`${name} was removed from this browser and unloaded`);
+      } else {
+        this.#storeNote(`${name} was removed from this browser`);
       }
     } catch (err) {
+      if (mine && this.state.loaded) this.sync.hold(name);
       this.showError(err, `removing ${name}`);
     }
     await this.refreshModels();
+  }
+
+  #storeChanged(change) {
+    if (change?.kind === 'removed') this.#storeNote(`${change.name} was removed from this browser in another tab`);
+    if (this.state.phase !== 'loading') this.refreshModels();
   }
 
   #sourceReady() {
@@ -259,34 +216,16 @@ export class Chat {
     if (this.state.phase !== 'loading' && this.state.phase !== 'generating') {
       $('load-btn').disabled = !this.#sourceReady();
     }
-    if (this.state.phase === 'idle') $('model-info').textContent = this.#sourceNote(kind);
-  }
-
-  // A line under the picker: where a Load of this source will take its bytes from.
-  #sourceNote(kind) {
-    if (this.settings.loadPath !== 'store' || kind.startsWith('stored:')) return '';
-    const stored = this.#storedFor(kind);
-    if (stored?.complete) return 'stored in this browser: Load reads it from disk, no download';
-    if (stored) return 'a download of this model was interrupted: Load resumes it';
-    return kind.startsWith('served:') || kind.startsWith('pinned:') ? 'Load stores it in this browser once, then reads it from disk' : '';
-  }
-
-  #source() {
-    const kind = $('model-select').value;
-    if (kind === 'url') return { kind: 'url', url: $('model-url').value.trim() };
-    if (kind === 'file') return { kind: 'file', file: this.file };
-    if (kind.startsWith('stored:')) return { kind: 'stored', name: kind.slice('stored:'.length) };
-    if (kind.startsWith('pinned:')) {
-      const m = pinnedFor(kind);
-      return m.sha256 ? { kind: 'url', url: m.url, sha256: m.sha256 } : { kind: 'url', url: m.url };
-    }
-    return { kind: 'served', name: kind.slice('served:'.length) };
+    $('source-note').textContent = this.state.phase === 'loading' ? ''
+      : sourceNote(kind, this.state.models, this.file, this.settings.loadPath);
   }
 
   useFile(file) {
     if (!file) return;
     if (!file.name.toLowerCase().endsWith('.gguf')) {
-      this.showError(new Error(`${file.name} is not a .gguf file`), 'local file');
+      const err = new Error(`${file.name} is not a .gguf file: choose a GGUF model file`);
+      err.name = 'LocalFile';
+      this.showError(err, 'local file');
       return;
     }
     this.file = file;
@@ -298,75 +237,160 @@ export class Chat {
   async load() {
     if (!this.#sourceReady() || this.state.phase === 'loading' || this.state.phase === 'generating') return;
     this.clearError();
+    this.#storeNote('');
     if (!(await this.#storageFits())) return;
-    const source = this.#source();
+    const source = sourceFor($('model-select').value, $('model-url').value.trim(), this.file);
     const options = loadOptionsFrom(this.settings, this.fallbackBudgetMiB);
+    const before = this.state.loaded;
     this.state.loadEvents = [];
-    this.state.loaded = null;
-    $('model-info').textContent = '';
     this.#setPhase('loading');
-    this.#showProgress({ stage: 'start', message: 'starting' });
+    $('source-note').textContent = '';
+    this.progress.start();
+    const name = sourceName(source);
+    const pipelines = name ? rememberedPipelines(name) : null;
+    if (pipelines) options.pipeline_specs = pipelines;
     try {
       const info = await this.client.request('load', { source, options }, (ev) => {
-        this.state.loadEvents.push({ stage: ev.stage, bytes: ev.bytes, total: ev.total });
-        this.#showProgress(ev);
+        this.state.loadEvents.push({ stage: ev.stage, step: ev.step, bytes: ev.bytes, total: ev.total,
+          done: ev.done, total_steps: ev.total_steps });
+        this.progress.show(ev);
       });
       this.state.loaded = info;
+      rememberPipelines(info.name, info.pipeline_specs);
+      this.sync.hold(folderName(info.name));
       const fromDisk = this.state.loadEvents.some((e) => e.stage === 'stored') ? ' · loaded from disk, no download' : '';
       $('model-info').textContent = `${info.name} · ${info.arch} · ${info.n_ctx} tokens context · ` +
         `${formatBytes(info.gpu_bytes)} on the GPU · experts ${info.experts} · ${info.path} path · ` +
         `loaded in ${formatSeconds(info.load_seconds)}${fromDisk}`;
-      $('load-progress').hidden = true;
+      $('meter').textContent = '';
+      this.progress.stop();
       $('diagnostics').open = false;
-      this.newChat(false);
-      if (info.path === 'store') this.refreshModels();
       this.#setPhase('ready');
+      this.#renderMessages();
+      this.client.request('reset').catch(() => {}); // a new model starts with no cached conversation
+      if (info.path === 'store') {
+        await this.refreshModels();
+        this.sync.announce({ kind: 'stored', name: folderName(info.name) });
+      }
       $('prompt').focus();
     } catch (err) {
-      $('load-progress').hidden = true;
+      this.progress.stop();
       this.#setPhase('idle');
-      if (options.path === 'store' || source.kind === 'stored') await this.refreshModels(); // e.g. a partial download
+      await this.refreshModels(); // a partial download is listed; `loaded` says whether the engine kept the model
+      if (before && this.state.models?.loaded === before.name) {
+        this.#setPhase('ready'); // the failed Load left the working model loaded
+      } else if (before) {
+        this.#unloaded();
+      }
       this.showError(err, 'loading the model');
     }
   }
 
-  #showProgress(ev) {
-    $('load-progress').hidden = false;
-    const bar = $('load-bar');
-    const text = [];
-    if (ev.message) text.push(ev.message);
-    if (Number.isFinite(ev.total) && ev.total > 0 && Number.isFinite(ev.bytes)) {
-      bar.value = Math.min(1, ev.bytes / ev.total);
-      text.push(`${formatBytes(ev.bytes)} of ${formatBytes(ev.total)}`);
-    } else {
-      bar.removeAttribute('value'); // indeterminate
+  // The engine holds no model any more: nothing on the page may describe one.
+  #unloaded() {
+    this.state.loaded = null;
+    this.sync.release();
+    $('model-info').textContent = '';
+    $('meter').textContent = '';
+    this.#setPhase('idle');
+    this.#sourceChanged(false);
+    this.#renderMessages();
+  }
+
+  // --- the saved chats ------------------------------------------------------------------------------------------
+  async refreshChats() {
+    try {
+      this.state.chats = await this.chats.list();
+    } catch (err) {
+      this.state.chats = [];
+      this.showError(err, 'reading the saved chats');
     }
-    if (Number.isFinite(ev.rate)) text.push(`${formatBytes(ev.rate)}/s`);
-    if (Number.isFinite(ev.eta) && ev.stage === 'download') text.push(`${formatSeconds(ev.eta)} left`);
-    $('load-text').textContent = text.join(' · ');
-    $('load-progress').dataset.stage = ev.stage ?? '';
+    renderChatList($('chat-list'), this.state.chats, this.chat.id, {
+      onOpen: (id) => this.openChat(id),
+      onRename: (id, title) => this.renameChat(id, title),
+      onDelete: (id) => this.deleteChat(id),
+    });
+    this.#setPhase(this.state.phase);
+  }
+
+  async #saveChat() {
+    if (!this.chat.messages.length) return;
+    this.chat.updated = Date.now();
+    this.chat.model = this.state.loaded?.name ?? this.chat.model;
+    try {
+      await this.chats.put(structuredClone(this.chat));
+    } catch (err) {
+      this.showError(err, 'saving the chat');
+    }
+    await this.refreshChats();
+  }
+
+  #useChat(chat) {
+    this.chat = chat;
+    this.state.conversation = chat.messages;
+    this.state.chatId = chat.id;
+    this.state.lastResult = null;
+    this.#cancelEdit();
+    this.#renderMessages();
+  }
+
+  async openChat(id) {
+    if (this.state.phase === 'generating' || this.state.phase === 'loading') return;
+    const chat = await this.chats.get(id);
+    if (!chat) return this.refreshChats();
+    this.#useChat(chat);
+    if (this.state.loaded) this.client.request('reset').catch((err) => this.showError(err, 'opening the chat'));
+    await this.refreshChats();
+  }
+
+  async renameChat(id, title) {
+    const chat = id === this.chat.id ? this.chat : await this.chats.get(id);
+    if (!chat) return;
+    chat.title = title;
+    if (chat.messages.length) await this.chats.put(structuredClone(chat));
+    await this.refreshChats();
+  }
+
+  async deleteChat(id) {
+    await this.chats.delete(id);
+    if (id === this.chat.id) this.newChat();
+    await this.refreshChats();
+  }
+
+  exportChat(format) {
+    if (!this.chat.messages.length) return;
+    if (format === 'json') download(exportName(this.chat, 'json'), toJSON(this.chat), 'application/json');
+    else download(exportName(this.chat, 'md'), toMarkdown(this.chat), 'text/markdown');
   }
 
   // --- conversation ---------------------------------------------------------------------------------------------
   newChat(tellEngine = true) {
     if (this.state.phase === 'generating') return;
-    this.state.conversation = [];
-    this.state.lastResult = null;
-    const demo = this.state.models?.served?.some((m) => m.builtin && m.name === this.state.loaded?.name);
-    $('messages').replaceChildren(el('p', { class: 'empty muted' },
-      !this.state.loaded ? 'Load a model, then ask something.'
-        : demo ? `${this.state.loaded.name} is ready. It knows the docstrings of Python's standard library: ` +
-          'ask e.g. "What does os.path.join do?"' : `${this.state.loaded.name} is ready: ask something.`));
+    this.#useChat(newConversation());
+    this.refreshChats();
     if (tellEngine && this.state.loaded) {
       this.client.request('reset').catch((err) => this.showError(err, 'new chat'));
     }
   }
 
-  #bubble(role) {
-    $('messages').querySelector('.empty')?.remove();
-    const node = el('article', { class: `msg ${role}`, 'data-role': role });
-    $('messages').append(node);
-    return node;
+  #emptyNote() {
+    const loaded = this.state.loaded;
+    if (!loaded) return 'Load a model, then ask something. A .gguf file can also be dropped here.';
+    const demo = this.state.models?.served?.some((m) => m.builtin && m.name === loaded.name);
+    return demo ? `${loaded.name} is ready. It knows the docstrings of Python's standard library: ` +
+      'ask e.g. "What does os.path.join do?"' : `${loaded.name} is ready: ask something.`;
+  }
+
+  #renderMessages() {
+    const box = $('messages');
+    const msgs = this.chat.messages;
+    if (!msgs.length) return box.replaceChildren(el('p', { class: 'empty muted' }, this.#emptyNote()));
+    const regenerate = { onRegenerate: () => this.regenerate() }; // on the newest answer only
+    box.replaceChildren(...msgs.map((m, i) => (m.role === 'user'
+      ? userView(m, i, { onEdit: (index) => this.edit(index) })
+      : ReplyView.of(m, i, i === msgs.length - 1 ? regenerate : null).node)));
+    this.#setPhase(this.state.phase);
+    this.#scroll();
   }
 
   #scroll() {
@@ -374,47 +398,105 @@ export class Chat {
     box.scrollTop = box.scrollHeight;
   }
 
+  // Edit a sent message: its text goes back to the composer; Send replaces it and drops what followed.
+  edit(index) {
+    if (this.state.phase !== 'ready' || this.chat.messages[index]?.role !== 'user') return;
+    this.editFrom = index;
+    $('prompt').value = this.chat.messages[index].content;
+    $('edit-note').hidden = false;
+    for (const node of document.querySelectorAll('#messages .msg')) {
+      node.classList.toggle('superseded', Number(node.dataset.index) >= index);
+    }
+    $('prompt').focus();
+  }
+
+  #cancelEdit() {
+    this.editFrom = null;
+    $('edit-note').hidden = true;
+    for (const node of document.querySelectorAll('#messages .superseded')) node.classList.remove('superseded');
+  }
+
+  // Regenerate the last answer: the same conversation up to its question, asked again.
+  async regenerate() {
+    const msgs = this.chat.messages;
+    if (this.state.phase !== 'ready' || msgs.at(-1)?.role !== 'assistant') return;
+    msgs.pop();
+    this.#renderMessages();
+    await this.#reply();
+  }
+
   async send() {
     const text = $('prompt').value.trim();
     if (!text || this.state.phase !== 'ready') return;
-    this.clearError();
+    if (this.editFrom !== null) {
+      this.chat.messages.splice(this.editFrom);
+      this.#cancelEdit();
+      this.#renderMessages();
+    }
     $('prompt').value = '';
-    const userMsg = { role: 'user', content: text };
-    this.state.conversation.push(userMsg);
-    const userNode = this.#bubble('user');
-    userNode.append(el('div', { class: 'text' }, text));
+    const msgs = this.chat.messages;
+    msgs.push({ role: 'user', content: text });
+    $('messages').querySelector('.empty')?.remove();
+    $('messages').append(userView(msgs.at(-1), msgs.length - 1, { onEdit: (index) => this.edit(index) }));
+    if (!(await this.#reply())) {
+      // the turn failed: take it out of the conversation and give the text back to the composer
+      msgs.pop();
+      if (!$('prompt').value) $('prompt').value = text;
+      $('messages').querySelector(`.msg.user[data-index="${msgs.length}"]`)?.remove();
+    }
+  }
 
-    const reply = new ReplyView(this.#bubble('assistant'), this.settings.thinking);
+  // Generate the answer to the conversation as it stands (its last message is the user's); true when it worked.
+  async #reply() {
+    this.clearError();
+    const msgs = this.chat.messages;
+    for (const b of document.querySelectorAll('#messages .regenerate')) b.remove(); // only the newest answer has one
+    const reply = new ReplyView(msgs.length);
+    $('messages').append(reply.node);
     this.#setPhase('generating');
     this.state.lastDeltas = 0;
-    const started = performance.now();
+    const live = new LiveRate();
+    const tick = setInterval(() => this.#liveMeter(live), 250);
+    let ok = false;
     try {
       const result = await this.client.request('generate', {
-        messages: this.state.conversation,
+        messages: msgs.map(({ role, content, reasoning_content }) => (reasoning_content
+          ? { role, content, reasoning_content } : { role, content })),
         thinking: this.settings.thinking,
         sampling: samplingFrom(this.settings),
         max_tokens: this.settings.maxTokens,
       }, (ev) => {
         if (ev.kind !== 'delta') return;
         this.state.lastDeltas += 1;
+        live.add(ev);
         reply.add(ev.channel, ev.text);
-        this.#liveMeter(started);
+        this.#liveMeter(live);
         this.#scroll();
       });
       this.state.lastResult = result;
-      this.state.conversation.push({ role: 'assistant', content: result.text, reasoning_content: result.thinking });
-      reply.finish(result);
-      this.#meter(result.stats);
+      const answer = { role: 'assistant', content: result.text, stop_reason: result.stop_reason, stats: result.stats };
+      if (result.thinking) answer.reasoning_content = result.thinking;
+      msgs.push(answer);
+      reply.finish(result, { onRegenerate: () => this.regenerate() });
+      $('meter').textContent = meterText(result.stats);
+      ok = true;
     } catch (err) {
-      // the turn failed: take it out of the conversation and give the text back to the composer
-      this.state.conversation.pop();
-      if (!$('prompt').value) $('prompt').value = text;
       reply.fail(err);
       this.showError(err, 'generating');
+      if (this.state.loaded) $('meter').textContent = '';
     } finally {
+      clearInterval(tick);
       this.#setPhase(this.state.loaded ? 'ready' : 'idle');
       this.#scroll();
     }
+    if (ok) await this.#saveChat();
+    return ok;
+  }
+
+  #liveMeter(live) {
+    this.state.liveTokens = live.tokens;
+    this.state.liveTokensPerSecond = Number.isFinite(live.tokensPerSecond) ? live.tokensPerSecond : null;
+    $('meter').textContent = live.text();
   }
 
   async stop() {
@@ -429,26 +511,6 @@ export class Chat {
     }
   }
 
-  // --- the meter ------------------------------------------------------------------------------------------------
-  #liveMeter(started) {
-    const secs = (performance.now() - started) / 1000;
-    $('meter').textContent = `generating… ${this.state.lastDeltas} pieces in ${formatSeconds(secs)}`;
-  }
-
-  #meter(s) {
-    if (!s) return;
-    const parts = [
-      `decode ${Number.isFinite(s.decode_tokens_per_s) ? s.decode_tokens_per_s.toFixed(1) : '—'} tok/s`,
-      `first token ${formatSeconds(s.first_token_seconds)}`,
-      `prefill ${s.prefilled_tokens} tok${s.reused_tokens ? ` (${s.reused_tokens} reused)` : ''}`,
-      `GPU ${formatBytes(s.gpu_bytes)}`,
-      `experts ${Number.isFinite(s.expert_hit_rate) ? `${(100 * s.expert_hit_rate).toFixed(1)} % hit` : s.experts === 'resident' ? 'all resident' : '—'}`,
-      `read/token ${Number.isFinite(s.bytes_read_per_token) ? formatBytes(s.bytes_read_per_token) : '—'}`,
-      `context ${s.n_cached}/${s.n_ctx}`,
-    ];
-    $('meter').textContent = parts.join(' · ');
-  }
-
   // --- settings -------------------------------------------------------------------------------------------------
   #saveSetting(name, value) {
     this.settings[name] = value;
@@ -456,50 +518,17 @@ export class Chat {
   }
 
   #showSettings() {
-    const s = this.settings;
-    $('set-budget').value = String(s.budgetMiB ?? this.fallbackBudgetMiB);
-    $('set-ctx').value = String(s.nCtx);
-    $('set-kv').value = s.kv;
-    $('set-path').value = s.loadPath;
-    $('set-thinking').checked = s.thinking;
-    $('set-max-tokens').value = String(s.maxTokens);
-    $('set-temperature').value = String(s.temperature);
-    $('set-top-k').value = String(s.topK);
-    $('set-top-p').value = String(s.topP);
-    $('set-min-p').value = String(s.minP);
-    $('set-seed').value = s.seed === null ? '' : String(s.seed);
-    $('model-url').value = s.url;
-  }
-
-  #bindSetting(id, name, read) {
-    $(id).addEventListener('change', () => {
-      const value = read($(id));
-      const before = this.settings[name];
-      this.#saveSetting(name, value);
-      if (this.settings[name] !== value) { // refused by the checks: show what is kept
-        $(id).classList.add('invalid');
-        this.#showSettings();
-      } else {
-        $(id).classList.remove('invalid');
-      }
-      return before;
-    });
+    showSettings(this.settings, this.fallbackBudgetMiB);
   }
 
   #bind() {
-    const num = (node) => (node.value.trim() === '' ? NaN : Number(node.value));
-    const int = (node) => Math.round(num(node));
-    this.#bindSetting('set-budget', 'budgetMiB', num);
-    this.#bindSetting('set-ctx', 'nCtx', int);
-    this.#bindSetting('set-kv', 'kv', (n) => n.value);
-    this.#bindSetting('set-path', 'loadPath', (n) => n.value);
-    this.#bindSetting('set-thinking', 'thinking', (n) => n.checked);
-    this.#bindSetting('set-max-tokens', 'maxTokens', int);
-    this.#bindSetting('set-temperature', 'temperature', num);
-    this.#bindSetting('set-top-k', 'topK', int);
-    this.#bindSetting('set-top-p', 'topP', num);
-    this.#bindSetting('set-min-p', 'minP', num);
-    this.#bindSetting('set-seed', 'seed', (n) => (n.value.trim() === '' ? null : int(n)));
+    // a value the checks refuse is not saved: the form shows what is kept
+    bindSettings((name, value) => {
+      this.#saveSetting(name, value);
+      const kept = this.settings[name] === value;
+      if (!kept) this.#showSettings();
+      return kept;
+    });
 
     $('model-select').addEventListener('change', () => {
       this.#sourceChanged();
@@ -525,6 +554,9 @@ export class Chat {
     });
     $('stop-btn').addEventListener('click', () => this.stop());
     $('new-chat').addEventListener('click', () => this.newChat());
+    $('cancel-edit').addEventListener('click', () => { this.#cancelEdit(); $('prompt').value = ''; });
+    $('export-md').addEventListener('click', () => this.exportChat('md'));
+    $('export-json').addEventListener('click', () => this.exportChat('json'));
 
     const panel = $('chat-panel');
     panel.addEventListener('dragover', (e) => {
@@ -542,89 +574,6 @@ export class Chat {
       this.useFile(file);
     });
   }
-}
-
-// One assistant reply: a collapsed thinking block, the answer (Markdown, re-rendered at most once per frame while
-// it streams), and a footer with the stop reason and Copy.
-class ReplyView {
-  constructor(node, thinkingOn) {
-    this.node = node;
-    this.text = '';
-    this.thinking = '';
-    this.pending = false;
-    this.details = el('details', { class: 'thinking' });
-    this.details.append(el('summary', {}, 'Thinking'));
-    this.thinkingBody = el('div', { class: 'thinking-text' });
-    this.details.append(this.thinkingBody);
-    this.details.hidden = true;
-    this.answer = el('div', { class: 'answer' });
-    this.footer = el('div', { class: 'msg-footer' });
-    this.node.dataset.streaming = 'true';
-    this.node.append(this.details, this.answer, this.footer);
-    this.thinkingOn = thinkingOn;
-  }
-
-  add(channel, text) {
-    if (channel === 'thinking') {
-      this.thinking += text;
-      this.details.hidden = false;
-    } else {
-      this.text += text;
-    }
-    if (!this.pending) {
-      this.pending = true;
-      requestAnimationFrame(() => this.#render());
-    }
-  }
-
-  #render() {
-    this.pending = false;
-    this.thinkingBody.textContent = this.thinking;
-    this.answer.innerHTML = renderMarkdown(this.text); // escaped by renderMarkdown
-  }
-
-  finish(result) {
-    this.text = result.text;
-    this.thinking = result.thinking;
-    this.details.hidden = !result.thinking;
-    this.#render();
-    delete this.node.dataset.streaming;
-    this.node.dataset.stopReason = result.stop_reason;
-    const label = STOP_LABELS[result.stop_reason];
-    if (label) this.footer.append(el('span', { class: `badge ${result.stop_reason}` }, label));
-    if (result.message) this.footer.append(el('span', { class: 'muted' }, result.message));
-    const copy = el('button', { type: 'button', class: 'small copy' }, 'Copy');
-    copy.addEventListener('click', () => copyText(result.text, copy));
-    this.footer.append(copy);
-  }
-
-  fail(err) {
-    this.#render();
-    delete this.node.dataset.streaming;
-    this.node.dataset.stopReason = 'error';
-    this.node.classList.add('failed');
-    this.footer.append(el('span', { class: 'badge error' }, `failed: ${err?.message ?? err}`));
-  }
-}
-
-async function copyText(text, button) {
-  try {
-    await navigator.clipboard.writeText(text);
-  } catch {
-    // no clipboard permission (an insecure context, a headless browser): copy through a selection
-    const area = el('textarea');
-    area.value = text;
-    document.body.append(area);
-    area.select();
-    document.execCommand('copy');
-    area.remove();
-  }
-  button.textContent = 'Copied';
-  setTimeout(() => { button.textContent = 'Copy'; }, 1500);
-}
-
-function pinnedFor(kind) {
-  return PINNED_MODELS.find((m) => `pinned:${m.id}` === kind) ?? null;
 }
 
 export function startChat(client, selftest) {

@@ -63,6 +63,16 @@ export function loadSettings(storage = globalThis.localStorage) {
   return out;
 }
 
+// A first visit is one with nothing stored at all: a stored entry, even one whose model is still '' (the demo only
+// preselected), holds what the user chose and must not be overwritten by the demo's defaults.
+export function isFirstVisit(storage = globalThis.localStorage) {
+  try {
+    return storage?.getItem(KEY) == null;
+  } catch {
+    return false; // storage disabled: nothing persists either way, keep the defaults as they are
+  }
+}
+
 export function saveSettings(settings, storage = globalThis.localStorage) {
   const clean = {};
   for (const name of Object.keys(DEFAULTS)) {

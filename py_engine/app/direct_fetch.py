@@ -64,7 +64,9 @@ async def read_header(src):
     try:
         return await read_header_async(read_range, src.size)
     except GGUFError as e:
-        raise BadModelFile(f"not a usable GGUF file: {e}") from None
+        # what the file holds (its first bytes, a field) is for the details; the user reads what to do
+        raise BadModelFile("not a usable GGUF file: choose a .gguf model file, or another model from the list",
+                           str(e)) from None
 
 
 async def fetch_to_file(src, path: str, progress, chunk: int = CHUNK) -> int:

@@ -13,7 +13,7 @@ import time
 
 from ..generation import AbortFlag, SamplingParams
 from ..gguf import GGUFError, read_gguf_file
-from .errors import BadModelFile, BudgetTooSmall, Busy, DeviceLost, NoModelLoaded
+from .errors import BadModelFile, Busy, DeviceLost, NoModelLoaded, budget_too_small
 from .gpu_need import fmt_bytes
 from .progress import no_progress
 
@@ -48,6 +48,8 @@ class Session:
         self._abort = None  # the running reply's AbortFlag
         self._loading = False
         self.last = None  # the last reply's stats
+        self._pipeline_specs = None  # the running Load's list of pipelines to compile first (gpu_setup.py)
+        self._setup_info = None
         self.replies = 0
 
     # --- the device -----------------------------------------------------------------------------------------------
@@ -56,9 +58,10 @@ class Session:
             return self.gpu
         from ..gpu.device import open_gpu
         from ..gpu.pipelines import Pipelines
+        from .gpu_setup import ReportingPipelines
 
         self.gpu = await open_gpu()
-        self.pipelines = Pipelines(self.gpu)
+        self.pipelines = ReportingPipelines(Pipelines(self.gpu))
         self.lost = None
         self._watch_lost(self.gpu)
         return self.gpu
@@ -122,9 +125,11 @@ class Session:
         if mode not in ("store", "direct"):
             raise ValueError(f"load path {mode!r}: use 'store' or 'direct'")
         self._loading = True
+        self._pipeline_specs = options.get("pipeline_specs")
         t0 = time.perf_counter()
         try:
-            self._drop_model()
+            # the loaded model stays until the new one has passed every check that needs no GPU (header, tokenizer,
+            # budget, download): a wrong file or a failed download leaves the working model as it was
             progress({"stage": "header", "message": "reading the model header"})
             if mode == "store":
                 name, header, decoder = await self._load_store(source, n_ctx, kv, budget, progress)
@@ -138,12 +143,16 @@ class Session:
                                "experts": ("resident" if plan is None or plan.full else "streamed"),
                                "pool": plan.to_dict() if plan is not None else None,
                                "load_seconds": time.perf_counter() - t0,
+                               "gpu_setup": dict(self._setup_info or {}, pipelines_compiled=self.pipelines.compiled),
+                               "pipeline_specs": self.pipelines.specs(),
                                "adapter": self.gpu.info.get("description") or self.gpu.info.get("vendor")}
             self.model = model
             progress({"stage": "ready", "message": f"{name} is ready"})
             return model.load_info
         finally:
             self._loading = False
+            if self.pipelines is not None:
+                self.pipelines.end()
 
     async def _load_direct(self, source, n_ctx, kv, budget, progress):
         """The whole GGUF into the worker's memory, every expert resident (see direct_fetch.py)."""
@@ -157,7 +166,7 @@ class Session:
             try:
                 header = read_gguf_file(path)
             except (GGUFError, OSError) as e:
-                raise BadModelFile(f"not a usable GGUF file: {e}") from None
+                raise BadModelFile("not a usable GGUF file: choose a .gguf model file", str(e)) from None
             name = os.path.basename(path)
         else:
             src = await direct_fetch.open_source(source)
@@ -166,21 +175,19 @@ class Session:
         try:
             need = gpu_need(header, n_ctx, kv)
         except ValueError as e:
-            raise BadModelFile(f"{name}: {e}") from None
+            raise unsupported(name, e) from None
         self._check_tokenizer(name, header)
         if budget is not None and need.total > int(budget):
-            raise BudgetTooSmall(
-                f"GPU budget too small: {name} needs {fmt_bytes(need.total)} with every expert resident "
-                f"(weights {fmt_bytes(need.weights)}, KV cache {fmt_bytes(need.kv_cache)} for "
-                f"{need.n_ctx} tokens, activations {fmt_bytes(need.activations)}) and the budget is "
-                f"{fmt_bytes(int(budget))}; raise the budget or lower the context size")
+            raise budget_too_small(name, need.total, int(budget), (
+                f"with every expert resident: weights {fmt_bytes(need.weights)}, KV cache "
+                f"{fmt_bytes(need.kv_cache)} for {need.n_ctx} tokens, activations {fmt_bytes(need.activations)}"))
         if src is not None:
             tmp = direct_fetch.mem_path(name)
             await direct_fetch.fetch_to_file(src, tmp, progress)
             path = tmp
         try:
-            progress({"stage": "gpu", "message": "uploading the weights to the GPU"})
-            gpu = await self._gpu()
+            self._drop_model()  # the GPU memory goes to the new model from here
+            gpu = await self._gpu_setup(progress)
             decoder = await Decoder.open(path, gpu, self.pipelines, n_ctx=n_ctx, kv_format=kv)
         finally:
             if tmp is not None and os.path.exists(tmp):
@@ -215,15 +222,30 @@ class Session:
             try:
                 gpu_need(header, n_ctx, kv)  # the architecture check
             except ValueError as e:
-                raise BadModelFile(f"{name}: {e}") from None
+                raise unsupported(name, e) from None
             self._check_tokenizer(name, header)
             # a pinned source carries its sha256: the ingest checks it (else it records the hash it computed)
             await store_load.ingest_into(storage, folder, src, progress, self.store_lock,
                                          expected_sha256=source.get("sha256") or None)
-        progress({"stage": "gpu", "message": "uploading the weights to the GPU"})
-        gpu = await self._gpu()
+        self._drop_model()  # the GPU memory goes to the new model from here
+        gpu = await self._gpu_setup(progress)
         header, decoder = await store_load.open_stored(storage, folder, gpu, self.pipelines, n_ctx, kv, budget)
         return name, header, decoder
+
+    async def _gpu_setup(self, progress):
+        """The device, then the pipelines a previous Load of this model used (compiled in parallel); the decoder's
+        own set-up reports each pipeline it still compiles (gpu_setup.py)."""
+        from .gpu_setup import compiling_reporter, set_up_pipelines
+
+        progress({"stage": "gpu", "step": "device", "message": "opening the GPU"})
+        gpu = await self._gpu()
+        t0 = time.perf_counter()
+        prepared = await set_up_pipelines(self.pipelines, self._pipeline_specs, progress)
+        self._setup_info = {"pipelines_prepared": prepared, "prepare_seconds": time.perf_counter() - t0}
+        progress({"stage": "gpu", "step": "weights",
+                  "message": "uploading the weights and recording the token's GPU commands"})
+        self.pipelines.begin(compiling_reporter(progress))
+        return gpu
 
     @staticmethod
     def _check_tokenizer(name, header):
@@ -231,7 +253,7 @@ class Session:
         try:
             return Tokenizer.from_gguf_metadata(header.metadata)
         except (KeyError, ValueError) as e:
-            raise BadModelFile(f"{name}: its tokenizer cannot be read ({e})") from None
+            raise BadModelFile(f"{name}: its tokenizer cannot be read; choose another model file", str(e)) from None
 
     def _wrap(self, name, header, decoder) -> LoadedModel:
         from ..engine.gpu_backend import GpuBackend
@@ -256,7 +278,9 @@ class Session:
         self._abort = flag
 
         def on_delta(d):
-            progress({"stage": "delta", "kind": "delta", "channel": d.kind, "text": d.text})
+            # n_cached: the tokens in the model's context now, from which the page shows live tokens/s
+            progress({"stage": "delta", "kind": "delta", "channel": d.kind, "text": d.text,
+                      "n_cached": m.backend.n_cached})
 
         try:
             result = await m.generator.generate(msgs, thinking=bool(thinking), max_tokens=max_tokens,
@@ -307,6 +331,11 @@ class Session:
         m = self.model
         return {"loaded": m.name, "arch": m.arch, "model": m.load_info, "last": self.last,
                 "replies": self.replies, "generating": self._abort is not None, **self._gpu_stats(m)}
+
+
+def unsupported(name, err) -> BadModelFile:
+    return BadModelFile(f"{name} is a model this engine does not run: choose a Qwen3 MoE or Qwen3.5/3.6 MoE GGUF",
+                        str(err))
 
 
 def clean_messages(messages) -> list:

@@ -5,8 +5,10 @@ pool sized by the budget (py_engine/engine/store_decoder.py). A model already st
 Progress: the ingest's phases become the page's stages — 'verify' (a resumed ingest re-hashing what it has) and
 'download' — each with bytes / total / rate / eta.
 """
+import re
+
 from ..store import ingest
-from .errors import BadModelFile, BudgetTooSmall
+from .errors import BadModelFile, BudgetTooSmall, budget_too_small
 
 
 def folder_name(name: str) -> str:
@@ -78,7 +80,15 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
                                             budget_bytes=int(budget) if budget is not None else None,
                                             prefetch_depth=1)
     except engine_budget.BudgetTooSmall as e:
-        raise BudgetTooSmall(f"GPU budget too small: {e}") from None
+        raise budget_refusal(folder, budget, str(e)) from None
     except StoreDamaged as e:  # an expert record read while loading
         raise BadModelFile(f"{e} {DAMAGE_ADVICE}") from None
     return header, dec
+
+
+def budget_refusal(folder: str, budget, engine_message: str) -> BudgetTooSmall:
+    """The engine's refusal ends "give at least N B (...)": the user is told N in MB, the formula is the details."""
+    need = re.search(r"give at least (\d+) B", engine_message)
+    if need is None or budget is None:
+        return BudgetTooSmall("GPU budget too small for this model: raise the budget in Settings", engine_message)
+    return budget_too_small(folder, int(need.group(1)), int(budget), engine_message)

@@ -28,18 +28,40 @@ class Pipelines:
             layout = self._layouts[key] = ParamsLayout.parse(self.source(name, **consts), name)
         return layout
 
+    def _descriptor(self, name: str, consts: dict):
+        code = self.source(name, **consts)
+        label = name + "".join(f" {k}={v}" for k, v in sorted(consts.items()))
+        module = self.gpu.device.createShaderModule(js_object({"code": code, "label": label}))
+        return js_object({"label": label, "layout": "auto", "compute": {"module": module, "entryPoint": "main"}})
+
     def get(self, name: str, **consts):
         """The pipeline of shader `name` (entry point `main`, layout derived from the shader) with `consts`."""
         key = (name, tuple(sorted(consts.items())))
         pipe = self._cache.get(key)
         if pipe is None:
-            code = self.source(name, **consts)
-            label = name + "".join(f" {k}={v}" for k, v in sorted(consts.items()))
-            module = self.gpu.device.createShaderModule(js_object({"code": code, "label": label}))
-            pipe = self.gpu.device.createComputePipeline(js_object(
-                {"label": label, "layout": "auto", "compute": {"module": module, "entryPoint": "main"}}))
+            pipe = self.gpu.device.createComputePipeline(self._descriptor(name, consts))
             self._cache[key] = pipe
         return pipe
+
+    async def prepare(self, specs, on_ready=None):
+        """Create the pipelines of `specs` [(name, consts)] not cached yet, all at once through
+        createComputePipelineAsync (the browser compiles them in parallel, off the worker), so that get() finds
+        them; on_ready(done, total) after each."""
+        import asyncio
+
+        todo = {(name, tuple(sorted(consts.items()))) for name, consts in specs} - set(self._cache)
+        done = 0
+
+        async def create(key):
+            nonlocal done
+            pipe = await self.gpu.device.createComputePipelineAsync(self._descriptor(key[0], dict(key[1])))
+            self._cache[key] = pipe
+            done += 1
+            if on_ready is not None:
+                on_ready(done, len(todo))
+
+        await asyncio.gather(*(create(key) for key in sorted(todo)))
+        return len(todo)
 
     def bind_group(self, pipeline, buffers: dict, label: str = ""):
         """A bind group for group 0 of `pipeline`: {binding: buffer or (buffer, offset, size)}."""

@@ -114,7 +114,7 @@ test.describe('chat page', () => {
     expect(after.lastResult.stop_reason).toBe('length');
     expect(after.lastDeltas).toBeGreaterThan(1);
     expect(after.lastResult.stats.decode_tokens_per_s).toBeGreaterThan(0);
-    await expect(page.locator('.msg.user').first()).toHaveText(QUESTION);
+    await expect(page.locator('.msg.user .text').first()).toHaveText(QUESTION);
     await expect(reply.locator('.answer')).not.toBeEmpty();
     await expect(page.locator('#meter')).toContainText('tok/s');
     await expect(page.locator('#meter')).toContainText('first token');
@@ -185,19 +185,24 @@ test.describe('chat page', () => {
     expect(st.lastResult.token_ids).toEqual(REF.greedy_ids);
     expect(st.lastResult.stats.bytes_read_per_token).toBeGreaterThan(0);
     await expect(page.locator('#meter')).toContainText('% hit');
-    await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(1);
+    // a served model that is stored is listed once, as served: its Load reads it from disk
+    await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(0);
+    await expect(page.locator(`#stored-models li[data-model="${MODEL}"]`)).toHaveAttribute('data-complete', 'true');
 
     await page.reload();
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
     await expect(page.locator('#set-path')).toHaveValue('store');
-    await page.locator('#model-select').selectOption(`stored:${MODEL}`);
+    await page.locator('#model-select').selectOption(`served:${MODEL}`);
+    await expect(page.locator('#source-note')).toContainText('no download');
     await page.locator('#load-btn').click();
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
     st = await chatState(page);
     expect(st.loadEvents.map((e) => e.stage)).not.toContain('download');
+    expect(st.loadEvents.map((e) => e.stage)).toContain('stored');
     expect(st.loaded.name).toBe(MODEL);
 
-    await page.locator(`#stored-models li[data-model="${MODEL}"] button`).click();
+    await page.locator(`#stored-models li[data-model="${MODEL}"] button.remove`).click();
+    await page.locator(`#stored-models li[data-model="${MODEL}"] button.confirm`).click();
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
     await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(0);
     await expect(page.locator('#stored-models')).toBeHidden();
@@ -272,7 +277,7 @@ test.describe('the model store and local files', () => {
   test('an interrupted download says so and the next Load resumes it; the bar shows bytes and rate', async () => {
     const size = models_size(await chatState(page), BIG);
     await page.locator('#model-select').selectOption(`served:${BIG}`);
-    await expect(page.locator('#model-info')).toContainText('stores it in this browser once');
+    await expect(page.locator('#source-note')).toContainText('stores it in this browser once');
     // every state the bar and its text go through, over both loads
     await page.evaluate(() => {
       window.seenBar = [];
@@ -289,7 +294,7 @@ test.describe('the model store and local files', () => {
     await expect(partial).toHaveAttribute('data-complete', 'false');
     await expect(partial).toContainText('download interrupted');
     await expect(partial).toContainText('resume');
-    await expect(page.locator('#model-info')).toContainText('interrupted: Load resumes it');
+    await expect(page.locator('#source-note')).toContainText('interrupted: Load resumes it');
     await expect(page.locator(`#model-select option[value="stored:${BIG}"]`)).toHaveCount(0);
 
     cutAt = null;
@@ -334,7 +339,7 @@ test.describe('the model store and local files', () => {
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
     await page.waitForFunction(() => window.diskformer.chat.state.models !== null);
     await expect(page.locator('#model-select')).toHaveValue(`served:${BIG}`); // the same one-click source
-    await expect(page.locator('#model-info')).toContainText('no download');
+    await expect(page.locator('#source-note')).toContainText('no download');
     const size = models_size(await chatState(page), BIG);
     ranges.length = 0;
     await page.locator('#load-btn').click();
@@ -352,6 +357,7 @@ test.describe('the model store and local files', () => {
     const row = page.locator(`#stored-models li[data-model="${BIG}"]`);
     await expect(row).toContainText('MB');
     await row.getByRole('button', { name: 'Remove from disk' }).click();
+    await row.getByRole('button', { name: 'Remove', exact: true }).click();
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
     await expect(row).toHaveCount(0);
     expect((await chatState(page)).models.stored.map((m) => m.name)).not.toContain(BIG);
@@ -406,8 +412,11 @@ test.describe('the model store and local files', () => {
     await expect(page.locator('#file-name')).toHaveText('fake.gguf');
     await page.locator('#load-btn').click();
     await expect(page.locator('#chat-error')).toContainText('not a usable GGUF file');
-    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
-    expect((await chatState(page)).error.message).toMatch(/BadModelFile/);
+    // the model that was loaded stays loaded
+    await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
+    expect((await chatState(page)).loaded.name).toBe('micro-qwen3moe.gguf');
+    expect((await chatState(page)).error.errorType).toBe('BadModelFile');
+    await expect(page.locator('#chat-error .error-summary')).not.toContainText('BadModelFile');
     expect([...blocked]).toEqual([]);
   });
 });

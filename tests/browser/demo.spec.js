@@ -97,7 +97,7 @@ test.describe('the built-in demo model', () => {
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'idle');
     await page.waitForFunction(() => window.diskformer.chat.state.models !== null);
     await expect(page.locator('#model-select')).toHaveValue(`served:${DEMO}`);
-    await expect(page.locator('#model-info')).toContainText('no download');
+    await expect(page.locator('#source-note')).toContainText('no download');
     await page.locator('#load-btn').click();
     await expect(page.locator('#chat-panel')).toHaveAttribute('data-state', 'ready');
     const st = await chatState(page);
