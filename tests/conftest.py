@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 REFS = FIXTURES / "refs"
-MODELS_DIR = REPO / "fixtures" / "models"
+MODELS_DIR = (REPO / "fixtures").resolve() / "models"  # a linked folder: Node mounts the real path
 
 
 def _sha256(path: Path) -> str:

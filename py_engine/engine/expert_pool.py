@@ -27,7 +27,7 @@ class ExpertPool:
     """Slots, the residency map (CPU and GPU copies) and the streamer that fills them."""
 
     def __init__(self, gpu, layout, *, n_layers, n_experts, reader, upload="staging", ring_buffers=4,
-                 policy="lru", max_inflight=4):
+                 policy="lru", max_inflight=16):
         if upload not in ("staging", "writebuffer"):
             raise ValueError(f"upload must be 'staging' or 'writebuffer', got {upload!r}")
         self.gpu, self.layout = gpu, layout
@@ -113,7 +113,8 @@ class ExpertPool:
                 key = self.streamer.slot_key(slot)
                 if key is None:
                     continue
-                want = bytes(await reader.read_record(*key))
+                got = await reader.read_record(*key)
+                want = got.to_bytes() if hasattr(got, "to_bytes") else bytes(got)  # a JS Uint8Array from Node's fs
                 checked += 1
                 if data[i * stride:i * stride + len(want)] != want:
                     bad.append([slot, key[0], key[1]])
