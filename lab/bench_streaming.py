@@ -110,7 +110,7 @@ def derive_streaming(case: dict, stages: dict | None = None) -> dict:
         "demand_bytes_per_token": demand_bytes / n,
         "prefetch_bytes_per_token": dec.get("bytes_prefetch", 0) / n,
         # read, never used: prefetched records evicted before any demand (record size x count)
-        "wasted_prefetch_bytes_per_token": dec.get("prefetch_wasted", 0) * io["record_bytes"] / n,
+        "wasted_prefetch_bytes_per_token": dec.get("prefetch_wasted", 0) * io.get("record_bytes", 0) / n,
         "prefetch_accuracy": dec.get("prefetch_used", 0) / issued if issued else None,
         "bytes_over_demand": dec["bytes_read"] / demand_bytes if demand_bytes else None,
         "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / n},

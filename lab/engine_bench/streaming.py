@@ -77,10 +77,13 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
                    lane_cap: int, warmup: int, routing: str = "auto", trace=None, limits=True) -> dict:
     """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case); `trace`: the
     decode's routed ids per step and layer (None: the model's own routing); `limits`: measure the stage limits."""
-    # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py)
+    # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py); under a
+    # trace the router's look-ahead would guess the random model's picks, not the trace's: there the guesses are
+    # the layer's picks for the previous token (the trace's reuse, as a real router's)
     cls = TraceStoreDecoder if trace else StoreDecoder
     dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
-                               lane_cap=lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1)
+                               lane_cap=lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
+                               prefetch_guess="previous" if trace else "lookahead")
     if trace:
         dec.trace = trace
     try:
@@ -118,6 +121,10 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
             "decode": dict(_delta(s1, s2), tokens=n_decode, ms=round(decode_ms, 3),
                            tok_s=n_decode / decode_ms * 1e3, ms_median=round(sorted(step_ms)[len(step_ms) // 2], 4)),
             "tokens": {"early_stop": dec.stats["early_stop_tokens"], "per_layer": dec.stats["per_layer_tokens"]},
+            "prefetch_guess": dec.stats["prefetch_guess"],
+            # the last decoded token's routed ids as the engine read them back, and which trace step it was
+            "trace_steps": dec.trace_steps if trace else None,
+            "last_routed_ids": [list(dec._prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],
         }
     finally:
         dec.release()

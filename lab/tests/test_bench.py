@@ -331,10 +331,14 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert dec["bytes_read"] == dec["bytes_demand"] + dec["bytes_prefetch"]
     assert dec["bytes_demand"] == dec["misses"] * record and dec["bytes_prefetch"] == dec["prefetch_issued"] * record
     assert x["wasted_prefetch_bytes_per_token"] == dec["prefetch_wasted"] * record / 8
-    # the trace reuses experts, so the same pool hits more often than under the model's uniform routing
+    # the trace case: the decode's routed ids are the trace's (the host's trace, regenerated here), its guesses
+    # the previous token's picks; the limits measured once per fraction
     t = d["budgets"]["50% trace"]
-    assert traced["stages"] is None and t["stages"] is not None  # the limits measured once per fraction
-    assert t["hit_rate"] > x["hit_rate"]
+    assert traced["stages"] is None and t["stages"] is not None and t["routing"] == "trace"
+    assert traced["prefetch_guess"] == "previous" and case["prefetch_guess"] == "lookahead"
+    trace = bench.routing_trace(bench.model_info(fixture_models / "tiny-qwen3moe.gguf"), 8 + 8, 0)
+    assert traced["last_routed_ids"] == trace[(traced["trace_steps"] - 1) % len(trace)]
+    assert case["last_routed_ids"] != traced["last_routed_ids"]
     # a second run reuses the complete store instead of ingesting again
     experts = store / "experts.bin"
     before = experts.stat().st_mtime_ns
