@@ -377,6 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also run each pool fraction with the decode routed by a trace at the reuse published for "
                          "real routers (lab/policy_lab/traces.py), reported beside the model's routing")
     ap.add_argument("--trace-seed", type=int, default=0, help="seed of the routing trace (default 0)")
+    ap.add_argument("--ring-buffers", type=int, default=4,
+                    help="staging buffers of the streamed cases' upload ring (default 4, the engine's default)")
     ap.add_argument("--prefill-chunk", type=int, default=None,
                     help="prompt tokens per prefill chunk in the resident case (default: the engine's)")
     ap.add_argument("--prefill-reps", type=int, default=5,
@@ -431,6 +433,9 @@ def main(argv) -> int:
     if args.tokens_per_submit > 1 and args.step_by_step:
         print("diskformer bench: --tokens-per-submit is for the queued decode, not --step-by-step", file=sys.stderr)
         return 2
+    if args.ring_buffers < 1:
+        print("diskformer bench: --ring-buffers must be >= 1", file=sys.stderr)
+        return 2
     if args.cost_replays < 0:
         print("diskformer bench: --cost-replays must be >= 0 (0: skip the in-pass kernel costs)", file=sys.stderr)
         return 2
@@ -438,6 +443,9 @@ def main(argv) -> int:
         budgets = parse_budgets(args.budgets)
     except ValueError as exc:
         print(f"diskformer bench: --budgets: {exc}", file=sys.stderr)
+        return 2
+    if args.routing_trace and not any(b != "all" for b in budgets):
+        print("diskformer bench: --routing-trace needs a pool fraction in --budgets (e.g. 0.25)", file=sys.stderr)
         return 2
     if not args.model.is_file():
         print(f"diskformer bench: no such file: {args.model}", file=sys.stderr)
@@ -449,12 +457,9 @@ def main(argv) -> int:
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
            "steps_ahead": args.steps_ahead, "tokens_per_submit": args.tokens_per_submit,
            "ops_per_submit": args.ops_per_submit, "lead_ops": args.lead_ops, "prefill_reps": args.prefill_reps,
-           "cost_replays": args.cost_replays}
+           "cost_replays": args.cost_replays, "ring_buffers": args.ring_buffers}
     info = model_info(model)
     if args.routing_trace:
-        if not any(b != "all" for b in budgets):
-            print("diskformer bench: --routing-trace needs a pool fraction in --budgets (e.g. 0.25)", file=sys.stderr)
-            return 2
         run["routing_trace"] = routing_trace(info, args.decode + 8, args.trace_seed)
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()

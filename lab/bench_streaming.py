@@ -179,8 +179,10 @@ def streaming_table(raw: dict, d: dict) -> list:
         lines.append("  stage limits: read " + ", ".join(f"{r['readers']} in flight {r['GBps']:.2f}"
                                                          for r in st["read"]) + " GB/s; upload "
                      + ", ".join(f"batch {u['batch']} {u['GBps']:.2f}" for u in st["upload"])
-                     + f" GB/s (ring of {st['ring_buffers']}); host copy {st['host_copy_GBps']:.2f} GB/s "
-                     f"(reader {st['reader']})")
+                     + f" GB/s (ring of {st['ring_buffers']}"
+                     + ("" if not st.get("upload_ring_2k") else "; a ring of 2 x top-k: " + ", ".join(
+                         f"batch {u['batch']} {u['GBps']:.2f}" for u in st["upload_ring_2k"]))
+                     + f"); host copy {st['host_copy_GBps']:.2f} GB/s (reader {st['reader']})")
     return lines
 
 

@@ -94,7 +94,11 @@ async def measure(gpu, reader, n_layers, n_experts, top_k, ring_buffers, count) 
     records = [await reader.read_record(layer, e) for layer, e in keys]
     batches = sorted({1, min(top_k, count), min(2 * top_k, count)})
     uploads = await upload_limits(gpu, records, batches, ring_buffers)
+    # the same batches through a ring of twice a layer's top-k, for comparison (the limit is the engine's ring's)
+    wide = 2 * top_k
+    uploads_wide = await upload_limits(gpu, records, batches, wide) if wide > ring_buffers else None
     copy = host_copy_GBps(size)
     limits = {"read": max(r["GBps"] for r in reads), "upload": max(u["GBps"] for u in uploads), "host_copy": copy}
     return {"records": count, "record_bytes": size, "reader": type(reader).__name__, "ring_buffers": ring_buffers,
-            "read": reads, "upload": uploads, "host_copy_GBps": copy, "limits_GBps": limits}
+            "read": reads, "upload": uploads, "upload_ring_2k": uploads_wide, "host_copy_GBps": copy,
+            "limits_GBps": limits}

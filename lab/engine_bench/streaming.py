@@ -74,7 +74,8 @@ def _delta(a: dict, b: dict) -> dict:
 
 
 async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: int, n_ctx: int, kv: str,
-                   lane_cap: int, warmup: int, routing: str = "auto", trace=None, limits=True) -> dict:
+                   lane_cap: int, warmup: int, routing: str = "auto", trace=None, limits=True,
+                   ring_buffers: int = 4) -> dict:
     """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case); `trace`: the
     decode's routed ids per step and layer (None: the model's own routing); `limits`: measure the stage limits."""
     # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py); under a
@@ -83,7 +84,7 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
     cls = TraceStoreDecoder if trace else StoreDecoder
     dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
                                lane_cap=lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
-                               prefetch_guess="previous" if trace else "lookahead")
+                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=ring_buffers)
     if trace:
         dec.trace = trace
     try:

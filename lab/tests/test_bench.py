@@ -170,6 +170,8 @@ def test_budgets_parse_and_refuse():
     assert bench.main(["--model", "x.gguf", "--prefill-chunk", "0"]) == 2
     assert bench.main(["--model", "x.gguf", "--prefill-reps", "0"]) == 2
     assert bench.main(["--model", "x.gguf", "--cost-replays", "-1"]) == 2
+    assert bench.main(["--model", "x.gguf", "--ring-buffers", "0"]) == 2
+    assert bench.main(["--model", "x.gguf", "--budgets", "all", "--routing-trace"]) == 2  # no pool to route into
 
 
 @needs_node
