@@ -10,7 +10,7 @@ source .gpu-carry/setup_env.sh
 L=${1:-16}
 N=${2:-64}
 real_model "$L" "$MODELS/make_tiny_$L.log"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '-')
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print tolower($2)}')  # h100, h200
 NAME="$(date -u +%Y-%m-%d)-${GPU:-gpu}-real$L-qwen35moe.json"
 mkdir -p docs/results
 python3 -m diskformer.cli bench --model "$M" --budgets 0.25,0.10 --no-profile --decode "$N" --routing-trace \
