@@ -186,3 +186,27 @@ def test_placement_sends_a_miss_elsewhere_without_a_slot_or_a_read():
         assert xs.slot_of(0, 3) == -1
         check_invariants(xs, dev, rmap)
     run(main())
+
+
+def test_a_large_demand_is_read_in_pieces_all_in_flight_at_once():
+    """A prefill chunk's union of a layer's experts: reader calls of at most MAX_BATCH records, issued together, so
+    the first piece's uploads need not wait for the last piece's reads."""
+    from py_engine.residency.record_reads import MAX_BATCH
+
+    async def main():
+        n = 2 * MAX_BATCH + 3
+        xs, reader, dev, rmap = make(slots=n, experts=n, gated=True)
+        demand = xs.ensure(0, range(n))
+        await settle()
+        sizes = [len(experts) for _, experts in reader.batches]
+        assert sizes == [MAX_BATCH, MAX_BATCH, 3]  # every piece in flight before any finished
+        reader.open_batch(0)
+        await settle()
+        assert [e for kind, _, e in reader.log if kind == "upload"] == list(range(MAX_BATCH))
+        reader.open_batch(1)
+        reader.open_batch(2)
+        slots = await demand
+        assert len(set(slots)) == n and xs.stats()["read_batches"] == 3
+        xs.release(set(slots))
+        check_invariants(xs, dev, rmap)
+    run(main())

@@ -1,11 +1,15 @@
 """Record reads of the expert streamer, batched: the loads started together go to the reader together.
 
-Each load carries a future (`load.read`) that its upload awaits. Per layer, one `read_records(layer, experts)`
-call where the reader has it (one await for the whole batch: the Node reader reads the records in parallel on
+Each load carries a future (`load.read`) that its upload awaits. Per layer, `read_records(layer, experts)` calls
+of at most MAX_BATCH records, all issued at once, where the reader has it (one await for the whole batch: the Node reader reads the records in parallel on
 libuv's threads, the browser's reader pool on its workers), else one `read_record` task per load, all in flight
 at once. A load cancelled meanwhile keeps its future cancelled; a failed read fails the loads of its batch.
 """
 import asyncio
+
+# records per reader call: a batch resolves as a whole, so a prefill chunk's union of a layer's experts (up to all
+# of them) goes in pieces whose uploads start while the later pieces are still being read
+MAX_BATCH = 8
 
 
 def _retrieve_exception(task):
@@ -18,9 +22,12 @@ def start_reads(reader, loads, counters):
     for ld in loads:
         batches.setdefault(ld.layer, []).append(ld)
     many = getattr(reader, "read_records", None)
-    for layer, batch in batches.items():
-        coros = [_read_batch(layer, batch, many, counters)] if many is not None else [
-            _read_one(reader, ld, counters) for ld in batch]
+    for layer, of_layer in batches.items():
+        if many is not None:
+            coros = [_read_batch(layer, of_layer[i:i + MAX_BATCH], many, counters)
+                     for i in range(0, len(of_layer), MAX_BATCH)]
+        else:
+            coros = [_read_one(reader, ld, counters) for ld in of_layer]
         for coro in coros:
             asyncio.ensure_future(coro).add_done_callback(_retrieve_exception)
 
