@@ -5,7 +5,7 @@ writing into a mapped MAP_WRITE buffer and copying it on the GPU reached 27.5 GB
 mapped (filled by the CPU) -> unmapped + copy submitted -> `mapAsync(WRITE)` requested -> mapped again when the GPU
 has finished the copy. Uploads wait only when every ring buffer is still in flight. The uploads queued in the same
 turn of the event loop (a layer's records, read in one batch) share one submit, made by one call into a small JS
-helper that also fills the buffers from records that are JS arrays already (Node's fs, the browser's reader pool):
+function that also fills the buffers from records that are JS arrays already (Node's fs, the browser's reader pool):
 a few FFI calls per record instead of ten. A buffer already mapped again is used without awaiting its promise.
 
 `WriteBufferUploads` is the same interface over `writeBuffer` (the fallback behind the engine's `upload` option).
@@ -34,7 +34,7 @@ _SUBMIT_JS = r"""
 _submit_js = None
 
 
-def _submit_helper():
+def _submit_fn():
     global _submit_js
     if _submit_js is None:
         _submit_js = run_js(_SUBMIT_JS)
@@ -108,7 +108,7 @@ class StagingRing:
         items = js.Array.of(*(js.Array.of(buf, data, dst, offset, round4(n), n)
                               for buf, data, dst, offset, n, _ in copies))
         try:
-            remapped = list(_submit_helper()(self.gpu.device, items))
+            remapped = list(_submit_fn()(self.gpu.device, items))
             error = None
         except Exception as exc:  # the device's message; each waiting upload raises it
             remapped = [buf.mapAsync(MAP_WRITE) if _unmapped(buf) else None for buf, *_ in copies]

@@ -57,72 +57,10 @@ from inspect import isawaitable
 from time import perf_counter
 
 from .counters import StreamerCounters
-from .hot_policy import HotPolicy
 from .miss_placement import ELSEWHERE
 from .prefetch_throttle import PrefetchThrottle
 from .record_reads import start_reads
-from .recency import LruPolicy
-
-
-class PoolExhausted(RuntimeError):
-    """Every slot of the expert pool is pinned: the demand cannot be served."""
-
-
-def make_policy(name, half_life_tokens=16.0):
-    if name == "lru":
-        return LruPolicy()
-    if name == "hot":
-        return HotPolicy(half_life_tokens)
-    raise ValueError(f"unknown eviction policy {name!r} (use 'lru' or 'hot')")
-
-
-class _Load:
-    __slots__ = ("layer", "expert", "key", "slot", "generation", "prefetch", "task", "read")
-
-    def __init__(self, layer, expert, key, slot, generation, prefetch, read):
-        self.layer, self.expert, self.key, self.slot = layer, expert, key, slot
-        self.generation, self.prefetch, self.task = generation, prefetch, None
-        self.read = read  # future of the record's bytes, set by its read batch
-
-
-class _Demand:
-    """One ensure() call: the distinct ids, the slots claimed so far and the loads to wait for."""
-
-    def __init__(self, layer, ids, generation):
-        self.layer, self.ids = layer, ids
-        self.unique = list(dict.fromkeys(ids))
-        self.reset(generation)
-
-    def reset(self, generation):
-        self.generation = generation
-        self.slot_of, self.pinned, self.waits = {}, [], []
-
-    @property
-    def blocked(self):
-        return len(self.slot_of) < len(self.unique)
-
-    def result(self):
-        return [self.slot_of[e] for e in self.ids]
-
-
-def _loop():
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # called from synchronous code under Pyodide's WebLoop, which is always set
-        return asyncio.get_event_loop()
-
-
-def _nbytes(data):
-    try:
-        return memoryview(data).nbytes
-    except TypeError:  # a JS typed array proxy under Pyodide
-        return int(data.byteLength)
-
-
-def _retrieve_exception(task):
-    # a failed prefetch nobody awaits must not log "exception was never retrieved"; its error is kept in last_error
-    if not task.cancelled():
-        task.exception()
+from .streamer_parts import Demand, Load, PoolExhausted, make_policy, nbytes_of, retrieve_exception, running_loop
 
 
 class ExpertStreamer:
@@ -148,7 +86,7 @@ class ExpertStreamer:
         self._prefetched = [False] * slots  # loaded by prefetch and not demanded yet
         self._free = list(range(slots - 1, -1, -1))  # pop() hands out low slots first
         self._resident = {}  # key -> slot, upload submitted
-        self._loading = {}  # key -> _Load of the current generation
+        self._loading = {}  # key -> Load of the current generation
         self._tasks = {}  # slot -> load task in flight (any generation)
         self._queue = deque()  # (layer, expert) guesses not started yet
         self._queued = set()  # their keys
@@ -200,10 +138,10 @@ class ExpertStreamer:
             self.key(layer, e)
         self._drop_queued(layer)
         self._demanded_layer = max(self._demanded_layer, layer)
-        req = _Demand(layer, ids, self._generation)
+        req = Demand(layer, ids, self._generation)
         self._claim_all(req)
         if not req.blocked and not req.waits:
-            done = _loop().create_future()
+            done = running_loop().create_future()
             done.set_result(req.result())
             return done
         return asyncio.ensure_future(self._complete(req))
@@ -447,11 +385,11 @@ class ExpertStreamer:
     def _start_load(self, layer, expert, key, slot, prefetch):
         self._owner[slot] = key
         self._prefetched[slot] = prefetch
-        load = _Load(layer, expert, key, slot, self._generation, prefetch, _loop().create_future())
+        load = Load(layer, expert, key, slot, self._generation, prefetch, running_loop().create_future())
         self._loading[key] = load
         self._unread.append(load)
         load.task = asyncio.ensure_future(self._run_load(load))
-        load.task.add_done_callback(_retrieve_exception)
+        load.task.add_done_callback(retrieve_exception)
         self._tasks[slot] = load.task
         return load
 
@@ -469,7 +407,7 @@ class ExpertStreamer:
             data = await load.read
             t1 = perf_counter()
             self.counters.read_ms[layer] += (t1 - t0) * 1e3
-            n = _nbytes(data)
+            n = nbytes_of(data)
             self.counters.bytes_read[layer] += n
             if load.prefetch:
                 self.counters.bytes_prefetch[layer] += n

@@ -9,7 +9,7 @@ the path the engine sees is the host's.
 """
 from .layout import EXPERTS_FILE
 
-_HELPER_JS = r"""
+_READER_JS = r"""
 ({
   async open(path) {
     const fs = process.getBuiltinModule('fs');
@@ -30,7 +30,7 @@ _HELPER_JS = r"""
   },
 })
 """
-_helper = None
+_reader_fn = None
 
 
 def in_node() -> bool:
@@ -44,11 +44,11 @@ def in_node() -> bool:
 
 
 def _js():
-    global _helper
-    if _helper is None:
+    global _reader_fn
+    if _reader_fn is None:
         from pyodide.code import run_js
-        _helper = run_js(_HELPER_JS)
-    return _helper
+        _reader_fn = run_js(_READER_JS)
+    return _reader_fn
 
 
 class NodeRecordReader:
