@@ -114,6 +114,10 @@ def derive_streaming(case: dict, stages: dict | None = None) -> dict:
         "prefetch_accuracy": dec.get("prefetch_used", 0) / issued if issued else None,
         "bytes_over_demand": dec["bytes_read"] / demand_bytes if demand_bytes else None,
         "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / n},
+        # time the token loop waited for loads (ensure), of its whole decode time per token
+        "stall_ms_per_token": dec["wait_ms"] / n if "wait_ms" in dec else None,
+        "decode_ms_per_token": 1e3 / dec["tok_s"] if dec["tok_s"] else None,
+        "read_batches_per_token": dec["read_batches"] / n if "read_batches" in dec else None,
         "read_MBps": io["read_MBps"], "upload_GBps": io["upload_GBps"], "read_upload_MBps": io["read_upload_MBps"],
         **staged,
         "serial_bound_tok_s": serial,
@@ -159,6 +163,8 @@ def streaming_table(raw: dict, d: dict) -> list:
              row("  prefetch / wasted", [f"{_mb(x['prefetch_bytes_per_token'])} / "
                                          f"{x['wasted_prefetch_bytes_per_token'] / 1e6:,.1f}" for x in cols]),
              row("prefetch accuracy", [_opt(x["prefetch_accuracy"], ".3f") for x in cols]),
+             row("waiting for loads ms/token", [_opt(x["stall_ms_per_token"], ",.2f") for x in cols]),
+             row("reader calls per token", [_opt(x["read_batches_per_token"], ",.1f") for x in cols]),
              row("syncs per token (prefill)", [f"{x['syncs_per_token']['prefill']:.2f}" for x in cols]),
              row("syncs per token (decode)", [f"{x['syncs_per_token']['decode']:.2f}" for x in cols]),
              row("store read MB/s", [_opt(x["read_MBps"], ",.1f") for x in cols]),

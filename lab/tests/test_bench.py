@@ -116,6 +116,7 @@ def test_pipelined_bound_is_the_slowest_stage_and_waste_is_apart():
     assert x["demand_bytes_per_token"] == 2 * record and x["prefetch_bytes_per_token"] == 2 * record
     assert x["wasted_prefetch_bytes_per_token"] == pytest.approx(0.6 * record)
     assert x["prefetch_accuracy"] == 0.5 and x["bytes_over_demand"] == 2.0
+    assert x["stall_ms_per_token"] is None and x["decode_ms_per_token"] == pytest.approx(10.0)
     assert t["pipelined_bound_tok_s"] == pytest.approx(4e9 / 2e6) and t["prefetch_accuracy"] is None
 
 
@@ -333,6 +334,8 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert dec["bytes_read"] == dec["bytes_demand"] + dec["bytes_prefetch"]
     assert dec["bytes_demand"] == dec["misses"] * record and dec["bytes_prefetch"] == dec["prefetch_issued"] * record
     assert x["wasted_prefetch_bytes_per_token"] == dec["prefetch_wasted"] * record / 8
+    assert 0 <= x["stall_ms_per_token"] < x["decode_ms_per_token"] and x["read_batches_per_token"] > 0
+    assert "waiting for loads ms/token" in printed
     # the trace case: the decode's routed ids are the trace's (the host's trace, regenerated here), its guesses
     # the previous token's picks; the limits measured once per fraction
     t = d["budgets"]["50% trace"]
