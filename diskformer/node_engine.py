@@ -61,6 +61,17 @@ def parse_result(stdout: str) -> dict:
     raise NodeEngineError(f"no RESULT line in the runner's output (stdout ends {stdout[-200:]!r})", 1, "")
 
 
+# libuv's thread pool serves the engine's parallel record reads (py_engine/store/node_reader.py); its default of 4
+# threads caps how many reads are in flight at once
+READ_THREADS = "16"
+
+
+def runner_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("UV_THREADPOOL_SIZE", READ_THREADS)
+    return env
+
+
 def run_in_node(target: str, args: dict | None = None, mounts=(), timeout: float = 600, echo_stderr=False,
                 packages=()) -> dict:
     """Run `target` (entry `module:function`, or Python source defining `main(args)`) in Pyodide + Dawn; `packages`
@@ -69,7 +80,7 @@ def run_in_node(target: str, args: dict | None = None, mounts=(), timeout: float
     Returns the entry's result (a JSON-able value); raises NodeEngineError with the traceback on failure."""
     argv, tmp = runner_command(target, args or {}, mounts, packages)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=runner_env())
     except subprocess.TimeoutExpired as e:
         raise NodeEngineError(f"engine run timed out after {timeout} s", 124, str(e.stderr or "")) from None
     finally:

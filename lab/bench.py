@@ -12,8 +12,13 @@ and measured / bound.
 Expert budgets (--budgets all,0.25,0.10): "all" is the GGUF engine with every expert resident; a fraction f runs
 the engine from a model store (the GGUF ingested once into --store-dir, reused when complete) with a GPU pool
 holding f of all experts, the rest paged in from experts.bin (StoreDecoder). Per fraction: prefill and decode tok/s,
-hit rate, bytes read and syncs per decoded token, the store's read MB/s and the staging-ring upload GB/s measured in
-the same run, and the streaming bound = (read + upload throughput) / bytes read per token, against decode tok/s.
+hit rate, bytes read and syncs per decoded token (demanded misses apart from prefetches, and the prefetches read but
+never used), the miss path's stage limits measured in the same run (parallel reads through the engine's reader,
+staging-ring uploads at the engine's batch sizes, host memory copy) and the pipelined bound = the slowest stage's
+limit / bytes read per token (stages overlapped), with each stage's achieved rate (bytes read per token x decode
+tok/s) over its limit; the serial bound (one record read, then uploaded) beside it.
+--routing-trace: each fraction also runs with the decode's routed ids taken from a trace with the reuse published
+for real routers (lab/policy_lab/traces.py), reported beside the model-routed case ("10%" and "10% trace").
 """
 import argparse
 import itertools
@@ -27,6 +32,8 @@ from pathlib import Path
 from diskformer.node_engine import NodeEngineError, run_in_node
 
 from . import ENGINE_SIDE
+from .bench_streaming import (case_label, derive_budgets, derive_stages, derive_streaming, describe_run,
+                              model_info, routing_trace, streaming_table)
 
 ENTRY = "lab.engine_bench.entry:run"
 DEFAULT_BUDGETS = "all,0.25,0.10"
@@ -81,29 +88,9 @@ def ensure_store(model: Path, store_dir: Path, log=print) -> dict:
         src.close()
 
 
-def derive_streaming(case: dict) -> dict:
-    """One fraction case: rates per decoded token and the bound the disk read + upload put on decode."""
-    dec, pre, io = case["decode"], case["prefill"], case["io"]
-    n = dec["tokens"]
-    demanded = dec["hits"] + dec["late_hits"] + dec["misses"]
-    bytes_per_token = dec["bytes_read"] / n
-    throughput = io["read_upload_MBps"] * 1e6 if io["read_upload_MBps"] else None
-    bound = throughput / bytes_per_token if throughput and bytes_per_token else None
-    return {
-        "fraction": case["fraction"], "slots": case["slots"], "records": case["records"],
-        "prefill_tok_s": pre["tok_s"], "decode_tok_s": dec["tok_s"],
-        "hit_rate": (dec["hits"] + dec["late_hits"]) / demanded if demanded else None,
-        "bytes_read_per_token": bytes_per_token,
-        "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / n},
-        "read_MBps": io["read_MBps"], "upload_GBps": io["upload_GBps"], "read_upload_MBps": io["read_upload_MBps"],
-        "stream_bound_tok_s": bound,  # None: nothing was read while decoding (every pick resident)
-        "measured_over_stream_bound": dec["tok_s"] / bound if bound else None,
-    }
-
-
 def derive(raw: dict) -> dict:
     """The figures the table prints, from the entry's raw measurements."""
-    budgets = {_label(c["fraction"]): derive_streaming(c) for c in raw.get("streaming", [])}
+    budgets = derive_budgets(raw.get("streaming", []))
     if "prefill" not in raw:  # the resident case was not asked for
         return {"budgets": budgets}
     pre, dec, per = raw["prefill"], raw["decode"], raw["per_token"]
@@ -160,36 +147,6 @@ def _label(fraction: float) -> str:
 
 def _opt(x, fmt: str, none: str = "n/a") -> str:
     return none if x is None else format(x, fmt)
-
-
-def streaming_table(raw: dict, d: dict) -> list:
-    """The fraction cases, one column each."""
-    cases = raw.get("streaming", [])
-    if not cases:
-        return []
-    cols = [d["budgets"][_label(c["fraction"])] for c in cases]
-    w = 18
-
-    def row(name, cells):
-        return f"{name:34}" + "".join(f"{c:>{w}}" for c in cells)
-
-    lines = ["", row("experts streamed from the store", [f"pool {_label(c['fraction'])}" for c in cases]),
-             row("pool slots / experts", [f"{c['slots']} / {c['records']}" for c in cases]),
-             row("prefill tok/s", [_num(x["prefill_tok_s"], 1) for x in cols]),
-             row("decode tok/s", [_num(x["decode_tok_s"], 1) for x in cols]),
-             row("decode ms/token (median)", [f"{c['decode']['ms_median']:.3f}" for c in cases]),
-             row("hit rate (decode)", [_opt(x["hit_rate"], ".3f") for x in cols]),
-             row("bytes read per token", [_mb(x["bytes_read_per_token"]) for x in cols]),
-             row("syncs per token (prefill)", [f"{x['syncs_per_token']['prefill']:.2f}" for x in cols]),
-             row("syncs per token (decode)", [f"{x['syncs_per_token']['decode']:.2f}" for x in cols]),
-             row("store read MB/s", [_opt(x["read_MBps"], ",.1f") for x in cols]),
-             row("upload GB/s (staging ring)", [_opt(x["upload_GBps"], ",.2f") for x in cols]),
-             row("read + upload MB/s", [_opt(x["read_upload_MBps"], ",.1f") for x in cols]),
-             row("streaming bound tok/s", [_opt(x["stream_bound_tok_s"], ",.1f", "none (no reads)") for x in cols]),
-             row("measured / streaming bound", [_opt(x["measured_over_stream_bound"], ".3f") for x in cols]),
-             f"  (store {raw.get('store')}; the I/O figures: {cases[0]['io']['records']} records of "
-             f"{_mb(cases[0]['io']['record_bytes'])} read in file order, then uploaded)"]
-    return lines
 
 
 def _num(x, digits: int) -> str:
@@ -416,6 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="model store folder for the fraction cases (ingested from the GGUF once, reused when "
                          "complete; default: a folder per model under the system temp folder)")
     ap.add_argument("--routing", choices=ROUTINGS, default="auto", help="routing of the streamed cases")
+    ap.add_argument("--routing-trace", action="store_true",
+                    help="also run each pool fraction with the decode routed by a trace at the reuse published for "
+                         "real routers (lab/policy_lab/traces.py), reported beside the model's routing")
+    ap.add_argument("--trace-seed", type=int, default=0, help="seed of the routing trace (default 0)")
+    ap.add_argument("--ring-buffers", type=int, default=4,
+                    help="staging buffers of the streamed cases' upload ring (default 4, the engine's default)")
     ap.add_argument("--prefill-chunk", type=int, default=None,
                     help="prompt tokens per prefill chunk in the resident case (default: the engine's)")
     ap.add_argument("--prefill-reps", type=int, default=5,
@@ -470,6 +433,9 @@ def main(argv) -> int:
     if args.tokens_per_submit > 1 and args.step_by_step:
         print("diskformer bench: --tokens-per-submit is for the queued decode, not --step-by-step", file=sys.stderr)
         return 2
+    if args.ring_buffers < 1:
+        print("diskformer bench: --ring-buffers must be >= 1", file=sys.stderr)
+        return 2
     if args.cost_replays < 0:
         print("diskformer bench: --cost-replays must be >= 0 (0: skip the in-pass kernel costs)", file=sys.stderr)
         return 2
@@ -477,6 +443,9 @@ def main(argv) -> int:
         budgets = parse_budgets(args.budgets)
     except ValueError as exc:
         print(f"diskformer bench: --budgets: {exc}", file=sys.stderr)
+        return 2
+    if args.routing_trace and not any(b != "all" for b in budgets):
+        print("diskformer bench: --routing-trace needs a pool fraction in --budgets (e.g. 0.25)", file=sys.stderr)
         return 2
     if not args.model.is_file():
         print(f"diskformer bench: no such file: {args.model}", file=sys.stderr)
@@ -488,7 +457,10 @@ def main(argv) -> int:
            "routing": args.routing, "prefill_chunk": args.prefill_chunk, "queue_ahead": not args.step_by_step,
            "steps_ahead": args.steps_ahead, "tokens_per_submit": args.tokens_per_submit,
            "ops_per_submit": args.ops_per_submit, "lead_ops": args.lead_ops, "prefill_reps": args.prefill_reps,
-           "cost_replays": args.cost_replays}
+           "cost_replays": args.cost_replays, "ring_buffers": args.ring_buffers}
+    info = model_info(model)
+    if args.routing_trace:
+        run["routing_trace"] = routing_trace(info, args.decode + 8, args.trace_seed)
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:
@@ -512,6 +484,7 @@ def main(argv) -> int:
         if set_opts:
             del os.environ["DAWN_OPTS"]
     raw["store"] = run.get("store")
+    describe_run(raw, info, "trace" if args.routing_trace else "model")
     result = {"raw": raw, "derived": derive(raw), "peers_llama_cpp_h200": PEERS}
     print(table(raw, result["derived"]))
     line = json.dumps(result)

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("DISKFORMER_SHARED") or REPO.parent / "shared")
 FIXTURES = SHARED / "fixtures"
 REFS = FIXTURES / "refs"
-MODELS_DIR = REPO / "fixtures" / "models"
+MODELS_DIR = (REPO / "fixtures").resolve() / "models"  # a linked folder: Node mounts the real path
 GEMMA4_FIXTURES = SHARED / "fixtures-gemma4"
 GEMMA4_REFS = GEMMA4_FIXTURES / "refs"
 # generated gemma4 GGUFs; DISKFORMER_GEMMA4_MODELS names another (writable) folder for them

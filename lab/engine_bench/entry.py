@@ -11,6 +11,9 @@ args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb"
        default, 0: one submit each), "lead_ops": N | null (operations in the first of those submits; null: the
        device's default, 0: ops_per_submit), "cost_replays": R (replays per variant of kernel_costs, which runs with the
        profile; 0: skip it)}
+"ring_buffers": staging buffers of the streamed engines' upload ring (default 4, the engine's);
+"routing_trace": [[ids per layer] per step] | null: each fraction also runs with the decode routed by that trace
+(trace_routing.py), reported beside the model-routed case.
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
 of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
@@ -115,10 +118,14 @@ async def run(args: dict) -> dict:
         "device": describe(gpu), "stream": stream}
     n_ctx = n_prompt + n_decode + WARMUP_TOKENS
     cases = []
+    trace = args.get("routing_trace") or None
     for f in fractions:
-        cases.append(await streaming.run_case(
-            gpu, pipes, args["store"], f, lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
-            args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS, args.get("routing", "auto")))
+        for source in ("model", "trace") if trace else ("model",):
+            cases.append(await streaming.run_case(
+                gpu, pipes, args["store"], f, lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
+                args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS, args.get("routing", "auto"),
+                trace=trace if source == "trace" else None, limits=source == "model",
+                ring_buffers=int(args.get("ring_buffers") or 4)))
     out["streaming"] = cases
     out["host_steal"] = {**steal.spent(steal0, steal.now()), "run_s": round(time.perf_counter() - t0, 3)}
     return out

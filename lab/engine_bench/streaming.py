@@ -2,9 +2,12 @@
 of all experts (StoreDecoder), the rest paged in from experts.bin on demand.
 
 Per case, in the same process: the store's disk read and the staging-ring upload measured on their own (N records
-of experts.bin read in order, then the same records uploaded into a scratch buffer through a StagingRing), and
-then 2 warm-up tokens, `reset`, a P-token prefill and N greedy decode steps, with the streamer's counters (hits,
-misses, bytes read) and the syncs taken between the phases. The host derives the streaming bound from them.
+of experts.bin read in order, then the same records uploaded into a scratch buffer through a StagingRing: the
+serial path), the miss path's stage limits (path_limits.py: parallel reads, ring uploads at the engine's batch
+sizes, host copy), then 2 warm-up tokens, `reset`, a P-token prefill and N greedy decode steps, with the
+streamer's counters (hits, misses, bytes read for demands and for prefetches, prefetches wasted) and the syncs
+taken between the phases. With a routing trace (trace_routing.py) the decode's routed ids follow the trace.
+The host derives the pipelined bound from them.
 """
 import time
 from pathlib import Path
@@ -13,11 +16,15 @@ from py_engine.engine.store_decoder import StoreDecoder
 from py_engine.gpu.buffers import COPY_DST, storage_buffer
 from py_engine.gpu.staging_ring import StagingRing
 from py_engine.store.local import DirectorySink
+from . import path_limits
 from .timing import time_prefill_and_decode
+from .trace_routing import TraceStoreDecoder
 
 IO_RECORDS = 64  # records read and uploaded for the throughput figures (fewer when the store holds fewer)
 IO_SCRATCH_SLOTS = 4  # the uploads cycle over this many record-sized places of one buffer
-STREAM_FIELDS = ("hits", "late_hits", "misses", "bytes_read", "prefetch_issued")
+STREAM_FIELDS = ("hits", "late_hits", "misses", "bytes_read", "bytes_demand", "bytes_prefetch", "prefetch_issued",
+                 "prefetch_used", "prefetch_wasted", "prefetch_throttled", "read_batches", "read_ms", "upload_ms",
+                 "wait_ms")
 
 
 async def measure_io(gpu, reader, n_layers: int, n_experts: int, count: int = IO_RECORDS) -> dict:
@@ -67,21 +74,33 @@ def _delta(a: dict, b: dict) -> dict:
 
 
 async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: int, n_ctx: int, kv: str,
-                   lane_cap: int, warmup: int, routing: str = "auto") -> dict:
-    """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case)."""
-    # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py)
-    dec = await StoreDecoder.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
-                                        lane_cap=lane_cap, pool_fraction=fraction, routing=routing,
-                                        prefetch_depth=1)
+                   lane_cap: int, warmup: int, routing: str = "auto", trace=None, limits=True,
+                   ring_buffers: int = 4) -> dict:
+    """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case); `trace`: the
+    decode's routed ids per step and layer (None: the model's own routing); `limits`: measure the stage limits."""
+    # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py); under a
+    # trace the router's look-ahead would guess the random model's picks, not the trace's: there the guesses are
+    # the layer's picks for the previous token (the trace's reuse, as a real router's)
+    cls = TraceStoreDecoder if trace else StoreDecoder
+    dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
+                               lane_cap=lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
+                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=ring_buffers)
+    if trace:
+        dec.trace = trace
     try:
         if dec.cache.n_ctx < n_ctx:
             raise ValueError(f"prompt + decode = {n_ctx} tokens exceed the model's context ({dec.cache.n_ctx})")
         ids = make_ids(dec.n_vocab)
         cfg = dec.model.cfg
         io = await measure_io(gpu, dec.reader, cfg.n_layer, cfg.n_expert)
+        stages = (await path_limits.measure(gpu, dec.reader, cfg.n_layer, cfg.n_expert, cfg.n_expert_used,
+                                            dec.pool.uploads.n if hasattr(dec.pool.uploads, "n") else 1,
+                                            IO_RECORDS) if limits else None)
         for t in ids[:warmup]:
             await dec.step(t)
         dec.reset()
+        if trace:
+            dec.trace_steps = 0  # the timed decode starts the trace over
 
         reps, step_ms, (s0, s1, s2), _ = await time_prefill_and_decode(dec, ids, n_decode, _snapshot)
         prefill_ms = reps[0]["ms"]
@@ -90,16 +109,23 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
         return {
             "fraction": fraction,
             "routing": routing,
+            "routing_source": "trace" if trace else "model",
             "mode": dec.stats["mode"],
             "slots": plan.slots, "records": plan.n_records, "pool_bytes": plan.pool.total_bytes,
             "gpu_bytes": dec.stats["gpu_bytes"]["total"],
             "load_ms": round(dec.stats["load_ms"], 1),
             "io": io,
+            "stages": stages,
+            "streamer": {k: v for k, v in dec.pool.streamer.stats().items() if k != "per_layer"},
             "prefill": dict(_delta(s0, s1), tokens=len(ids), ms=round(prefill_ms, 3),
                             tok_s=len(ids) / prefill_ms * 1e3),
             "decode": dict(_delta(s1, s2), tokens=n_decode, ms=round(decode_ms, 3),
                            tok_s=n_decode / decode_ms * 1e3, ms_median=round(sorted(step_ms)[len(step_ms) // 2], 4)),
             "tokens": {"early_stop": dec.stats["early_stop_tokens"], "per_layer": dec.stats["per_layer_tokens"]},
+            "prefetch_guess": dec.stats["prefetch_guess"],
+            # the last decoded token's routed ids as the engine read them back, and which trace step it was
+            "trace_steps": dec.trace_steps if trace else None,
+            "last_routed_ids": [list(dec._prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],
         }
     finally:
         dec.release()

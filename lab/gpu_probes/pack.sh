@@ -10,7 +10,8 @@ mkdir -p .gpu-carry .gl .whl
 xz -T2 -c "$(command -v node)" > .gpu-carry/node.xz
 xz -c node_modules/webgpu/dist/linux-x64/dawn.node > .gpu-carry/dawn.node.xz
 tar cJf .gpu-carry/pyodide.tar.xz -C node_modules/pyodide .
-cp ../shared/tools/make_tiny.py lab/gpu_probes/setup_env.sh lab/gpu_probes/run_bench.sh lab/gpu_probes/ab.sh .gpu-carry/
+cp ../shared/tools/make_tiny.py lab/gpu_probes/setup_env.sh lab/gpu_probes/run_bench.sh lab/gpu_probes/run_streaming.sh \
+  lab/gpu_probes/ab.sh .gpu-carry/
 lists=$(mktemp -d); mkdir -p "$lists/partial"
 o="-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=$lists"
 apt-get $o update -qq

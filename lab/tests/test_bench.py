@@ -80,13 +80,44 @@ def test_streaming_bound_is_throughput_over_bytes_read():
             "io": {"read_MBps": 400.0, "upload_GBps": 1.0, "read_upload_MBps": 50.0}}
     x = bench.derive_streaming(case)
     assert x["bytes_read_per_token"] == 2_000_000
-    assert x["stream_bound_tok_s"] == pytest.approx(25.0)  # 50 MB/s over 2 MB per token
+    assert x["stream_bound_tok_s"] == pytest.approx(25.0)  # no stage limits measured: 50 MB/s over 2 MB per token
+    assert x["serial_bound_tok_s"] == x["stream_bound_tok_s"] and x["pipelined_bound_tok_s"] is None
     assert x["measured_over_stream_bound"] == pytest.approx(0.2)
     assert x["hit_rate"] == pytest.approx(0.5)
     assert x["syncs_per_token"] == {"prefill": 9.0, "decode": 9.0}
     case["decode"]["bytes_read"] = 0  # every pick resident: no bound from the disk
     assert bench.derive_streaming(case)["stream_bound_tok_s"] is None
     assert bench.derive({"streaming": [case]})["budgets"]["25%"]["decode_tok_s"] == 5.0
+
+
+def test_pipelined_bound_is_the_slowest_stage_and_waste_is_apart():
+    """Stages overlapped: the slowest stage's limit over bytes read per token; each stage's achieved rate (bytes
+    read per token x decode tok/s) over its limit; the trace case, labelled apart, takes the same fraction's
+    limits; prefetched bytes never used are reported apart from the demanded misses' bytes."""
+    record = 1_000_000
+    stages = {"limits_GBps": {"read": 8.0, "upload": 4.0, "host_copy": 20.0}, "read": [], "upload": []}
+    model = {"fraction": 0.1, "slots": 10, "records": 100, "routing_source": "model", "stages": stages,
+             "prefill": {"tokens": 4, "tok_s": 20.0, "syncs": 4},
+             "decode": {"tokens": 10, "tok_s": 100.0, "syncs": 10, "hits": 50, "late_hits": 10, "misses": 20,
+                        "bytes_read": 40 * record, "bytes_demand": 20 * record, "bytes_prefetch": 20 * record,
+                        "prefetch_issued": 20, "prefetch_used": 10, "prefetch_wasted": 6},
+             "io": {"read_MBps": 400.0, "upload_GBps": 1.0, "read_upload_MBps": 300.0, "record_bytes": record}}
+    trace = {**model, "routing_source": "trace", "stages": None,
+             "decode": {**model["decode"], "tok_s": 200.0, "bytes_read": 20 * record, "bytes_demand": 20 * record,
+                        "bytes_prefetch": 0, "prefetch_issued": 0, "prefetch_used": 0, "prefetch_wasted": 0}}
+    budgets = bench.derive({"streaming": [model, trace]})["budgets"]
+    x, t = budgets["10%"], budgets["10% trace"]
+    assert x["slowest_stage"] == "upload" and x["routing"] == "model" and t["routing"] == "trace"
+    assert x["pipelined_bound_tok_s"] == pytest.approx(4e9 / 4e6)  # 4 GB/s over 4 MB per token
+    assert x["stream_bound_tok_s"] == x["pipelined_bound_tok_s"] and x["serial_bound_tok_s"] == pytest.approx(75.0)
+    assert x["stages"]["read"]["achieved_GBps"] == pytest.approx(0.4)  # 4 MB x 100 tok/s
+    assert x["stages"]["upload"]["achieved_over_limit"] == pytest.approx(0.1)
+    assert x["stages"]["host_copy"]["achieved_over_limit"] == pytest.approx(0.02)
+    assert x["demand_bytes_per_token"] == 2 * record and x["prefetch_bytes_per_token"] == 2 * record
+    assert x["wasted_prefetch_bytes_per_token"] == pytest.approx(0.6 * record)
+    assert x["prefetch_accuracy"] == 0.5 and x["bytes_over_demand"] == 2.0
+    assert x["stall_ms_per_token"] is None and x["decode_ms_per_token"] == pytest.approx(10.0)
+    assert t["pipelined_bound_tok_s"] == pytest.approx(4e9 / 2e6) and t["prefetch_accuracy"] is None
 
 
 def test_steal_line_says_when_the_hypervisor_took_the_cpus():
@@ -140,6 +171,8 @@ def test_budgets_parse_and_refuse():
     assert bench.main(["--model", "x.gguf", "--prefill-chunk", "0"]) == 2
     assert bench.main(["--model", "x.gguf", "--prefill-reps", "0"]) == 2
     assert bench.main(["--model", "x.gguf", "--cost-replays", "-1"]) == 2
+    assert bench.main(["--model", "x.gguf", "--ring-buffers", "0"]) == 2
+    assert bench.main(["--model", "x.gguf", "--budgets", "all", "--routing-trace"]) == 2  # no pool to route into
 
 
 @needs_node
@@ -152,7 +185,7 @@ def test_profile_kinds_drop_layer_and_pool_buffer():
 def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     out, store = tmp_path / "bench.json", tmp_path / "store"
     argv = ["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "16", "--decode", "8",
-            "--stream-mb", "16", "--prefill-chunk", "8", "--prefill-reps", "3", "--cost-replays", "3", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out)]
+            "--stream-mb", "16", "--prefill-chunk", "8", "--prefill-reps", "3", "--cost-replays", "3", "--budgets", "all,0.5", "--store-dir", str(store), "--json-out", str(out), "--routing-trace"]
     rc = bench.main(argv)
     printed = capsys.readouterr().out
     assert rc == 0
@@ -264,8 +297,14 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
     assert 0 < d["ceiling_over_bound"] < 1 and d["launch_floor_us"] == costs["floor_us"]
     assert "measured/bound could reach" in printed
 
-    # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store
-    (case,) = raw["streaming"]
+    # what every result file says about the run
+    assert raw["device"]["gpu_name"] and raw["model"]["layers"] == 8 and raw["runner"] == "node"
+    assert raw["model"]["bytes"] == (fixture_models / "tiny-qwen3moe.gguf").stat().st_size
+    assert raw["routing"] == "trace" and (raw["commit"] is None or len(raw["commit"]) == 40)
+    # the streamed case: half of the 8 x 16 experts in the pool, the rest paged in from the store; then the same
+    # pool with the decode routed by the trace
+    case, traced = raw["streaming"]
+    assert (case["routing_source"], traced["routing_source"]) == ("model", "trace") and "pool 50% trace" in printed
     x = d["budgets"]["50%"]
     assert case["fraction"] == 0.5 and case["slots"] == 64 and case["records"] == 128 and case["mode"] == "partial"
     assert case["prefill"]["tokens"] == 16 and case["decode"]["tokens"] == 8
@@ -280,8 +319,31 @@ def test_bench_cli_on_tiny_qwen3moe(fixture_models, tmp_path, capsys):
         assert x[key] > 0, key
     # read and upload one after the other: slower than either alone
     assert x["read_upload_MBps"] < min(x["read_MBps"], 1e3 * x["upload_GBps"])
-    assert x["stream_bound_tok_s"] == pytest.approx(x["read_upload_MBps"] * 1e6 / x["bytes_read_per_token"])
+    assert x["serial_bound_tok_s"] == pytest.approx(x["read_upload_MBps"] * 1e6 / x["bytes_read_per_token"])
+    # the miss path's limits in the same run: parallel reads through Node's fs, ring uploads by batch, host copy
+    st = case["stages"]
+    assert st["reader"] == "NodeRecordReader" and [r["readers"] for r in st["read"]][:3] == [1, 2, 4]
+    assert [u["batch"] for u in st["upload"]] == [1, 4, 8] and st["host_copy_GBps"] > 0
+    assert x["slowest_stage"] in ("read", "upload", "host_copy")
+    assert x["stream_bound_tok_s"] == x["pipelined_bound_tok_s"] == pytest.approx(
+        min(st["limits_GBps"].values()) * 1e9 / x["bytes_read_per_token"])
+    assert x["pipelined_bound_tok_s"] > x["serial_bound_tok_s"]  # overlapped beats one after the other
     assert 0 < x["measured_over_stream_bound"] < 2
+    assert "upload GB/s achieved/limit" in printed and "stage limits: read 1 in flight" in printed
+    # demanded misses and prefetches apart; the prefetches read and never used
+    assert dec["bytes_read"] == dec["bytes_demand"] + dec["bytes_prefetch"]
+    assert dec["bytes_demand"] == dec["misses"] * record and dec["bytes_prefetch"] == dec["prefetch_issued"] * record
+    assert x["wasted_prefetch_bytes_per_token"] == dec["prefetch_wasted"] * record / 8
+    assert 0 <= x["stall_ms_per_token"] < x["decode_ms_per_token"] and x["read_batches_per_token"] > 0
+    assert "waiting for loads ms/token" in printed
+    # the trace case: the decode's routed ids are the trace's (the host's trace, regenerated here), its guesses
+    # the previous token's picks; the limits measured once per fraction
+    t = d["budgets"]["50% trace"]
+    assert traced["stages"] is None and t["stages"] is not None and t["routing"] == "trace"
+    assert traced["prefetch_guess"] == "previous" and case["prefetch_guess"] == "lookahead"
+    trace = bench.routing_trace(bench.model_info(fixture_models / "tiny-qwen3moe.gguf"), 8 + 8, 0)
+    assert traced["last_routed_ids"] == trace[(traced["trace_steps"] - 1) % len(trace)]
+    assert case["last_routed_ids"] != traced["last_routed_ids"]
     # a second run reuses the complete store instead of ingesting again
     experts = store / "experts.bin"
     before = experts.stat().st_mtime_ns

@@ -316,11 +316,14 @@ class Session:
         d = m.decoder.summary()
         streamer = d.get("streamer")  # the store engine's expert streamer (absent: every expert resident)
         streamed = streamer is not None and d.get("mode") == "partial"
+        readers = getattr(getattr(m.decoder, "reader", None), "pool", None)
         return {"gpu_bytes": m.backend.gpu_bytes(), "weights_bytes": d.get("weights_bytes"),
                 "kv_bytes": d.get("kv_bytes"), "ms_per_token": d.get("ms_per_token"),
                 "experts": "streamed" if streamed else "resident",
                 "expert_hit_rate": streamer.get("hit_rate") if streamed else None,
                 "bytes_read_per_token": streamer.get("bytes_per_token") if streamed else None,
+                # reads of missed records in flight at once: the browser's reader workers (store_load.parallel_reader)
+                "expert_read_workers": len(readers.workers) if streamed and readers is not None else None,
                 "n_cached": m.backend.n_cached, "n_ctx": m.backend.n_ctx}
 
     def stats(self) -> dict:

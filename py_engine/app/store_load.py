@@ -70,19 +70,24 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget):
 
     try:
         sink = await open_checked(storage.sink(folder), folder)  # checks header and dense now, records when read
-        _manifest, header = await open_store(sink)
+        manifest, header = await open_store(sink)
     except (StoreNotReady, StoreDamaged) as e:
         raise BadModelFile(f"{e} {DAMAGE_ADVICE}" if isinstance(e, StoreDamaged) else f"{folder}: {e}") from None
+    reader = await parallel_reader(storage, folder, manifest)
     try:
         # prefetch_depth 1: when the pool cannot hold every expert, each layer's router look-ahead guesses the next
         # layer's experts and their reads start while the current layer's demand loads (docs/engine.md)
         dec = await StoreDecoder.open_store(sink, gpu, pipelines, n_ctx=n_ctx, kv_format=kv,
                                             budget_bytes=int(budget) if budget is not None else None,
-                                            prefetch_depth=1)
-    except engine_budget.BudgetTooSmall as e:
-        raise budget_refusal(folder, budget, str(e)) from None
-    except StoreDamaged as e:  # an expert record read while loading
-        raise BadModelFile(f"{e} {DAMAGE_ADVICE}") from None
+                                            prefetch_depth=1, reader=reader)
+    except BaseException as e:
+        if reader is not None:
+            reader.release()
+        if isinstance(e, engine_budget.BudgetTooSmall):
+            raise budget_refusal(folder, budget, str(e)) from None
+        if isinstance(e, StoreDamaged):  # an expert record read while loading
+            raise BadModelFile(f"{e} {DAMAGE_ADVICE}") from None
+        raise
     return header, dec
 
 
@@ -92,3 +97,21 @@ def budget_refusal(folder: str, budget, engine_message: str) -> BudgetTooSmall:
     if need is None or budget is None:
         return BudgetTooSmall("GPU budget too small for this model: raise the budget in Settings", engine_message)
     return budget_too_small(folder, int(need.group(1)), int(budget), engine_message)
+
+
+READER_WORKERS = 4  # OPFS reads in flight at once, one per worker with its own read-only handle
+
+
+async def parallel_reader(storage, folder, manifest):
+    """In the browser, a pool of reader workers on the folder's experts.bin (py_engine/store/reader_pool.py), so a
+    layer's missed records are read in parallel; None elsewhere (the engine picks its own reader)."""
+    try:
+        from ..store.opfs import OPFSStorage
+    except ImportError:  # CPython: no browser storage
+        return None
+    if not isinstance(storage, OPFSStorage) or not (manifest["layout"].get("experts") or None):
+        return None
+    from ..engine.store_weights import ReaderPoolRecordReader
+    from ..store.reader_pool import ReaderPool
+    pool = await ReaderPool.open(folder, n_workers=READER_WORKERS)
+    return ReaderPoolRecordReader(pool, manifest)

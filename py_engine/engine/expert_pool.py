@@ -27,7 +27,7 @@ class ExpertPool:
     """Slots, the residency map (CPU and GPU copies) and the streamer that fills them."""
 
     def __init__(self, gpu, layout, *, n_layers, n_experts, reader, upload="staging", ring_buffers=4,
-                 policy="lru", max_inflight=4):
+                 policy="lru", max_inflight=16, placement=None):
         if upload not in ("staging", "writebuffer"):
             raise ValueError(f"upload must be 'staging' or 'writebuffer', got {upload!r}")
         self.gpu, self.layout = gpu, layout
@@ -46,7 +46,8 @@ class ExpertPool:
         self.no_args = storage_buffer(gpu, 16, "guard_args_unused")
         self.streamer = ExpertStreamer(layers=n_layers, experts=n_experts, slots=layout.slots, reader=reader,
                                        uploader=self, record_bytes=layout.record_bytes, policy=policy,
-                                       max_inflight=max_inflight, on_map_change=self.map.set)
+                                       max_inflight=max_inflight, on_map_change=self.map.set,
+                                       placement=placement)  # residency/miss_placement.py: None uploads every miss
         self.map_bytes_written = 0
         self.flush_map()
 
@@ -113,7 +114,8 @@ class ExpertPool:
                 key = self.streamer.slot_key(slot)
                 if key is None:
                     continue
-                want = bytes(await reader.read_record(*key))
+                got = await reader.read_record(*key)
+                want = got.to_bytes() if hasattr(got, "to_bytes") else bytes(got)  # a JS Uint8Array from Node's fs
                 checked += 1
                 if data[i * stride:i * stride + len(want)] != want:
                     bad.append([slot, key[0], key[1]])

@@ -39,6 +39,8 @@ from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
 from .lookahead import SOURCES, RouterLookAhead
 from .prefill import chunk_bytes
 from .store_weights import StoreRecordReader, StoreWeightLoader, dense_gpu_bytes, open_store
+from ..store.check import with_record_checks
+from ..store.node_reader import record_reader_for
 
 ROUTINGS = ("auto", "early_stop", "per_layer")
 GUESSES = ("lookahead", "previous")  # what prefetch guesses: the router look-ahead, or the previous token's picks
@@ -84,6 +86,7 @@ class StoreDecoder(Decoder):
     plan = None
     chains = False  # a token may stop at a layer whose experts are not resident: no step queued behind it
     whole_prompts = False  # the prompt's last token takes step (its layers may page experts in)
+    kernels_class = StreamingKernels  # a measurement may record more around the residency checks (lab/)
 
     @classmethod
     async def open_store(cls, sink, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
@@ -144,7 +147,9 @@ class StoreDecoder(Decoder):
         plan = plan_budget(budget_bytes, dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer, n_experts=cfg.n_expert,
                            top_k=cfg.n_expert_used, max_binding=gpu.max_binding, max_buffer=gpu.limits["maxBufferSize"],
                            max_pool_buffer=max_pool_buffer, pool_fraction=pool_fraction)
-        reader = reader or StoreRecordReader(sink, manifest)
+        # Node: records read in parallel through Node's fs (node_reader.py); elsewhere the sink's reads
+        reader = reader or await record_reader_for(sink, manifest) or StoreRecordReader(sink, manifest)
+        reader = with_record_checks(sink, reader)  # readers that bypass a checking sink check records too
         loader = StoreWeightLoader(gpu, manifest, header, sink)
         async with GpuErrorScope(gpu, "loading the model from its store"):
             model.load(loader)
@@ -161,8 +166,8 @@ class StoreDecoder(Decoder):
             await pool.load_all()
         dec = cls(gpu, pipelines, model, loader, acts, cache, pool.slot_map, step_buf, kv_format)
         dec.pool, dec.plan, dec.reader = pool, plan, reader
-        dec.kern = StreamingKernels(gpu, pipelines, step_buf, pool, lane_cap=lane_cap, kv_format=kv_format,
-                                    q8_act=q8_act)
+        dec.kern = cls.kernels_class(gpu, pipelines, step_buf, pool, lane_cap=lane_cap, kv_format=kv_format,
+                                     q8_act=q8_act)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
             # a full pool never misses, so never prefetches: no look-ahead there
             dec.lookahead = (RouterLookAhead(gpu, model, acts, prefetch_depth, lookahead_source)
@@ -376,6 +381,8 @@ class StoreDecoder(Decoder):
     def release(self):
         super().release()
         self.pool.release()
+        if hasattr(self.reader, "release"):  # the Node reader's file handle, the browser's reader workers
+            self.reader.release()
         self.ids_staging.destroy()
         if self.guarded is not None:
             self.guarded.release()

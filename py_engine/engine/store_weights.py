@@ -10,6 +10,7 @@ in chunks) and uploads them.
 Routed-expert tensors are not uploaded here: `matrix()` returns a `PoolPart` naming the part (gate/up/down) of
 the store record; the expert pool (expert_pool.py) pages records into GPU slots and its kernels read the part.
 """
+import asyncio
 import json
 import re
 
@@ -228,6 +229,14 @@ class ReaderPoolRecordReader:
 
     async def read_record(self, layer: int, expert: int):
         return await self.pool.read_js((layer * self.n_experts + expert) * self.record_size, self.record_size)
+
+    async def read_records(self, layer: int, experts) -> list:
+        """Several records at once, spread over the pool's workers (each reply resolves a Python future: no JS
+        promise is awaited per record)."""
+        return await asyncio.gather(*(self.read_record(layer, e) for e in experts))
+
+    def release(self):
+        self.pool.terminate()
 
 
 __all__ = ["StoreNotReady", "open_store", "PoolPart", "StoreWeightLoader", "StoreRecordReader",

@@ -7,12 +7,18 @@ evictions       resident experts of this layer pushed out of the pool
 prefetch_issued prefetch reads started (guesses that were resident, loading or queued are not counted)
 prefetch_used   prefetched experts demanded afterwards (hit or late hit) before being evicted
 prefetch_dropped guesses dropped: queued when their layer was demanded, for a layer already demanded, or no slot
+prefetch_wasted prefetched experts evicted or cleared before any demand used them (read, never used)
+prefetch_throttled guesses the accuracy throttle held back (prefetch_throttle.py)
+placed_elsewhere demanded misses the placement hook sent to another tier instead of a slot (miss_placement.py)
 bytes_read      record bytes the reader returned
+bytes_demand    of those, bytes of demanded misses; bytes_prefetch: of prefetch reads
+read_batches    reader calls (several records in one call where the reader takes batches)
 read_ms, upload_ms  time inside reader.read_record / uploader.upload
 wait_ms         time ensure() callers spent waiting for loads (the stall)
 """
 COUNT_FIELDS = ("hits", "late_hits", "misses", "evictions", "prefetch_issued", "prefetch_used",
-                "prefetch_dropped", "bytes_read")
+                "prefetch_dropped", "prefetch_wasted", "prefetch_throttled", "placed_elsewhere", "bytes_read",
+                "bytes_demand", "bytes_prefetch", "read_batches")
 TIME_FIELDS = ("read_ms", "upload_ms", "wait_ms")
 
 
@@ -45,6 +51,11 @@ class StreamerCounters:
         out["prefetch_accuracy"] = out["prefetch_used"] / issued if issued else 0.0
         n = max(1, self.tokens)
         out["bytes_per_token"] = out["bytes_read"] / n
+        out["demand_bytes_per_token"] = out["bytes_demand"] / n
+        # read and never used: the prefetches evicted or cleared unused, at the average prefetch record size
+        per_prefetch = out["bytes_prefetch"] / issued if issued else 0.0
+        out["wasted_prefetch_bytes"] = out["prefetch_wasted"] * per_prefetch
+        out["wasted_bytes_per_token"] = out["wasted_prefetch_bytes"] / n
         out["misses_per_token"] = out["misses"] / n
         out["per_layer"] = [
             {f: getattr(self, f)[layer] for f in COUNT_FIELDS + TIME_FIELDS} for layer in range(self.layers)]

@@ -4,6 +4,8 @@ It decides which expert lives in which slot; bytes move through two objects it i
 
     reader    `async read_record(layer, expert) -> bytes-like`  one expert record (an OPFS reader pool in the
               browser; a file or a fake in tests). Its length must be `record_bytes` when that is given.
+              Optionally `async read_records(layer, experts) -> [bytes-like]`: several records of one layer in one
+              call, read in parallel (one await for the batch instead of one per record).
     uploader  `upload(slot, data)`  puts a record into a slot (a ring of mapped MAP_WRITE staging buffers +
               copyBufferToBuffer, or writeBuffer). May return an awaitable, which is awaited.
     on_map_change(layer, expert, slot_or_-1)  optional hook, called when an expert's upload has been submitted
@@ -35,6 +37,16 @@ Rules (tests/test_residency.py checks each):
   does not evict it as never-used before the demand that it anticipated.
 - `wait_for(layer, ids)` waits until those experts are no longer loading or queued (the engine may resume a token
   only once the next layer's guessed experts are in, so that layer does not stop it again).
+- Reads are batched: the loads started by one ensure() (its misses) or one prefetch pump go to the reader
+  together, per layer, as one `read_records` call where the reader has it (else one `read_record` each, all in
+  flight at once); each record's upload starts as soon as its batch is in, so the uploads of one batch overlap
+  the reads of the next. No expert is ever read twice at once (a load in flight is a late hit, never a new read).
+- Placement (miss_placement.py): a demanded miss the placement does not upload gets ELSEWHERE (-1) in the result,
+  takes no slot, is not read and is not pinned (release() skips -1); counted in `placed_elsewhere`.
+- Prefetch throttle (prefetch_throttle.py, on unless `prefetch_target=None`): a prefetch call starts only the
+  share of its new guesses (first ones first) that the measured prefetch accuracy pays for; the rest count as
+  `prefetch_throttled`. A prefetched expert's outcome is "used" at its first demand or touch, "wasted" when it is
+  evicted or cleared before that (`prefetch_wasted`, and its bytes apart from the demanded misses' bytes).
 - `clear()` forgets all residency. Loads in flight keep their slots until they finish; they belong to an old
   generation, so they skip the upload (or finish it) and then free the slot; pinned slots are freed at release.
   No slot ever has two owners. A demand waiting on a load when `clear()` runs starts over.
@@ -45,73 +57,15 @@ from inspect import isawaitable
 from time import perf_counter
 
 from .counters import StreamerCounters
-from .hot_policy import HotPolicy
-from .recency import LruPolicy
-
-
-class PoolExhausted(RuntimeError):
-    """Every slot of the expert pool is pinned: the demand cannot be served."""
-
-
-def make_policy(name, half_life_tokens=16.0):
-    if name == "lru":
-        return LruPolicy()
-    if name == "hot":
-        return HotPolicy(half_life_tokens)
-    raise ValueError(f"unknown eviction policy {name!r} (use 'lru' or 'hot')")
-
-
-class _Load:
-    __slots__ = ("layer", "expert", "key", "slot", "generation", "prefetch", "task")
-
-    def __init__(self, layer, expert, key, slot, generation, prefetch):
-        self.layer, self.expert, self.key, self.slot = layer, expert, key, slot
-        self.generation, self.prefetch, self.task = generation, prefetch, None
-
-
-class _Demand:
-    """One ensure() call: the distinct ids, the slots claimed so far and the loads to wait for."""
-
-    def __init__(self, layer, ids, generation):
-        self.layer, self.ids = layer, ids
-        self.unique = list(dict.fromkeys(ids))
-        self.reset(generation)
-
-    def reset(self, generation):
-        self.generation = generation
-        self.slot_of, self.pinned, self.waits = {}, [], []
-
-    @property
-    def blocked(self):
-        return len(self.slot_of) < len(self.unique)
-
-    def result(self):
-        return [self.slot_of[e] for e in self.ids]
-
-
-def _loop():
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # called from synchronous code under Pyodide's WebLoop, which is always set
-        return asyncio.get_event_loop()
-
-
-def _nbytes(data):
-    try:
-        return memoryview(data).nbytes
-    except TypeError:  # a JS typed array proxy under Pyodide
-        return int(data.byteLength)
-
-
-def _retrieve_exception(task):
-    # a failed prefetch nobody awaits must not log "exception was never retrieved"; its error is kept in last_error
-    if not task.cancelled():
-        task.exception()
+from .miss_placement import ELSEWHERE
+from .prefetch_throttle import PrefetchThrottle
+from .record_reads import start_reads
+from .streamer_parts import Demand, Load, PoolExhausted, make_policy, nbytes_of, retrieve_exception, running_loop
 
 
 class ExpertStreamer:
     def __init__(self, *, layers, experts, slots, reader, uploader, record_bytes=None, policy="lru",
-                 half_life_tokens=16.0, max_inflight=4, on_map_change=None):
+                 half_life_tokens=16.0, max_inflight=4, on_map_change=None, placement=None, prefetch_target=0.5):
         if layers <= 0 or experts <= 0 or slots <= 0:
             raise ValueError(f"layers, experts and slots must be positive, got {layers}, {experts}, {slots}")
         if max_inflight < 1:
@@ -122,6 +76,9 @@ class ExpertStreamer:
         self.max_inflight = max_inflight
         self.policy = make_policy(policy, half_life_tokens) if isinstance(policy, str) else policy
         self.counters = StreamerCounters(layers)
+        self.placement = placement
+        self.throttle = PrefetchThrottle(prefetch_target) if prefetch_target is not None else None
+        self._unread = []  # loads started whose read is not handed to the reader yet
         self.last_error = None
         self._owner = [-1] * slots  # key held or being loaded, -1 when free (or left to a cleared load)
         self._pins = [0] * slots
@@ -129,7 +86,7 @@ class ExpertStreamer:
         self._prefetched = [False] * slots  # loaded by prefetch and not demanded yet
         self._free = list(range(slots - 1, -1, -1))  # pop() hands out low slots first
         self._resident = {}  # key -> slot, upload submitted
-        self._loading = {}  # key -> _Load of the current generation
+        self._loading = {}  # key -> Load of the current generation
         self._tasks = {}  # slot -> load task in flight (any generation)
         self._queue = deque()  # (layer, expert) guesses not started yet
         self._queued = set()  # their keys
@@ -169,7 +126,9 @@ class ExpertStreamer:
         out = self.counters.as_dict()
         out.update(policy=self.policy.name, slots=self.slots, resident=len(self._resident),
                    loading=len(self._loading), free=len(self._free), pinned=sum(1 for p in self._pins if p),
-                   inflight=self.inflight, queued=len(self._queue), max_inflight=self.max_inflight)
+                   inflight=self.inflight, queued=len(self._queue), max_inflight=self.max_inflight,
+                   placement=getattr(self.placement, "name", "upload") if self.placement is not None else "upload",
+                   throttle=self.throttle.as_dict() if self.throttle is not None else None)
         return out
 
     # ---- demand --------------------------------------------------------------------------------------------
@@ -179,10 +138,10 @@ class ExpertStreamer:
             self.key(layer, e)
         self._drop_queued(layer)
         self._demanded_layer = max(self._demanded_layer, layer)
-        req = _Demand(layer, ids, self._generation)
+        req = Demand(layer, ids, self._generation)
         self._claim_all(req)
         if not req.blocked and not req.waits:
-            done = _loop().create_future()
+            done = running_loop().create_future()
             done.set_result(req.result())
             return done
         return asyncio.ensure_future(self._complete(req))
@@ -198,12 +157,16 @@ class ExpertStreamer:
                     return
                 slot, load = claimed
                 req.slot_of[e] = slot
+                if slot == ELSEWHERE:
+                    continue
                 req.pinned.append(slot)
                 if load is not None:
                     req.waits.append(load)
         except BaseException:
             self._let_go(req)
             raise
+        finally:
+            self._flush_reads()
 
     def _claim(self, layer, expert):
         """Pin `expert`'s slot: (slot, load to wait for or None), or None when it must wait for a slot."""
@@ -218,6 +181,10 @@ class ExpertStreamer:
                 slot = load.slot
                 self.counters.late_hits[layer] += 1
             else:
+                if self.placement is not None and not self.placement.upload(layer, expert):
+                    self.counters.misses[layer] += 1
+                    self.counters.placed_elsewhere[layer] += 1
+                    return ELSEWHERE, None
                 slot = self._take_slot(for_prefetch=False)
                 if slot is None:
                     return None
@@ -227,6 +194,8 @@ class ExpertStreamer:
         if self._prefetched[slot]:
             self._prefetched[slot] = False
             self.counters.prefetch_used[layer] += 1
+            if self.throttle is not None:
+                self.throttle.record(True)
         else:
             self.policy.use(slot, key, self._token)
         return slot, load
@@ -272,6 +241,8 @@ class ExpertStreamer:
     def release(self, slots):
         """Unpin slots returned by ensure() (each distinct slot once) after the submit that reads them."""
         for slot in slots:
+            if slot == ELSEWHERE:  # served by another tier: never pinned
+                continue
             if self._pins[slot] <= 0:
                 raise ValueError(f"release of slot {slot}, which is not pinned")
             self._pins[slot] -= 1
@@ -301,6 +272,8 @@ class ExpertStreamer:
             if self._prefetched[slot]:
                 self._prefetched[slot] = False
                 self.counters.prefetch_used[layer] += 1
+                if self.throttle is not None:
+                    self.throttle.record(True)
             else:
                 self.policy.use(slot, key, self._token)
         return n
@@ -313,11 +286,16 @@ class ExpertStreamer:
         if layer <= self._demanded_layer:
             self.counters.prefetch_dropped[layer] += len(guesses)
             return
+        fresh = []
         for e in guesses:
             key = self.key(layer, int(e))
-            if key in self._resident or key in self._loading or key in self._queued:
+            if key in self._resident or key in self._loading or key in self._queued or key in fresh:
                 continue
-            self._queue.append((layer, int(e)))
+            fresh.append(key)
+        allowed = self.throttle.allow(len(fresh)) if self.throttle is not None else len(fresh)
+        self.counters.prefetch_throttled[layer] += len(fresh) - allowed
+        for key in fresh[:allowed]:
+            self._queue.append(divmod(key, self.experts))
             self._queued.add(key)
         self._pump()
 
@@ -348,6 +326,7 @@ class ExpertStreamer:
             self.policy.use(slot, key, self._token)
             self._claimed_at[slot] = self._token
             self._start_load(layer, expert, key, slot, prefetch=True)
+        self._flush_reads()
 
     def _drop_queued(self, up_to_layer):
         if not self._queue:
@@ -384,11 +363,18 @@ class ExpertStreamer:
         self.policy.withdraw(slot)
         del self._resident[key]
         self._owner[slot] = -1
-        self._prefetched[slot] = False
         layer, expert = divmod(key, self.experts)
+        self._wasted_if_unused(slot, layer)
         self.counters.evictions[layer] += 1
         if self.on_map_change is not None:
             self.on_map_change(layer, expert, -1)
+
+    def _wasted_if_unused(self, slot, layer):
+        if self._prefetched[slot]:
+            self._prefetched[slot] = False
+            self.counters.prefetch_wasted[layer] += 1
+            if self.throttle is not None:
+                self.throttle.record(False)
 
     def _pin(self, slot):
         if self._pins[slot] == 0:
@@ -399,23 +385,34 @@ class ExpertStreamer:
     def _start_load(self, layer, expert, key, slot, prefetch):
         self._owner[slot] = key
         self._prefetched[slot] = prefetch
-        load = _Load(layer, expert, key, slot, self._generation, prefetch)
+        load = Load(layer, expert, key, slot, self._generation, prefetch, running_loop().create_future())
         self._loading[key] = load
+        self._unread.append(load)
         load.task = asyncio.ensure_future(self._run_load(load))
-        load.task.add_done_callback(_retrieve_exception)
+        load.task.add_done_callback(retrieve_exception)
         self._tasks[slot] = load.task
         return load
+
+    def _flush_reads(self):
+        """Hand the loads started since the last flush to the reader: one batch per layer."""
+        if self._unread:
+            loads, self._unread = self._unread, []
+            start_reads(self.reader, loads, self.counters)
 
     async def _run_load(self, load):
         """Read and upload one record. True when it became resident, False when a clear() discarded it."""
         layer, slot = load.layer, load.slot
         try:
             t0 = perf_counter()
-            data = await self.reader.read_record(layer, load.expert)
+            data = await load.read
             t1 = perf_counter()
             self.counters.read_ms[layer] += (t1 - t0) * 1e3
-            n = _nbytes(data)
+            n = nbytes_of(data)
             self.counters.bytes_read[layer] += n
+            if load.prefetch:
+                self.counters.bytes_prefetch[layer] += n
+            else:
+                self.counters.bytes_demand[layer] += n
             if self.record_bytes is not None and n != self.record_bytes:
                 raise ValueError(f"reader returned {n} B for expert {load.expert} of layer {layer}; "
                                  f"expert records are {self.record_bytes} B")
@@ -463,6 +460,7 @@ class ExpertStreamer:
         self._queued.clear()
         for key, slot in self._resident.items():
             self._owner[slot] = -1
+            self._wasted_if_unused(slot, key // self.experts)
             if self.on_map_change is not None:
                 self.on_map_change(*divmod(key, self.experts), -1)
         for load in self._loading.values():

@@ -267,3 +267,45 @@ class CheckedSink:
                                          f"{start}..{start + ex['record_size']}, {plane}) does not match its checksum")
         self.stats["records_checked"] += 1
         self.stats["record_check_ms"] += (time.perf_counter() - t0) * 1e3
+
+
+class CheckedRecordReader:
+    """A record reader that bypasses the sink (Node's parallel reads, the browser's reader workers) with the sink's
+    record checks: each record is checked against its crc32s the first time it is read in a run."""
+
+    def __init__(self, reader, checked: CheckedSink):
+        self.reader, self.checked = reader, checked
+        self.n_experts = checked.manifest["layout"]["experts"]["n_experts"]
+
+    def __getattr__(self, attr):
+        return getattr(self.reader, attr)
+
+    async def read_records(self, layer: int, experts) -> list:
+        got = await self.reader.read_records(layer, experts)
+        for expert, data in zip(experts, got):
+            await self._check(layer * self.n_experts + int(expert), data)
+        return got
+
+    async def read_record(self, layer: int, expert: int):
+        return (await self.read_records(layer, [expert]))[0]
+
+    async def _check(self, index: int, data):
+        checked = self.checked
+        if not checked.recheck and index in checked._checked:
+            checked.stats["rereads_unchecked"] += 1
+            return
+        # a JS typed array (reader workers, Node's fs) is copied out once for its first check
+        raw = data.to_bytes() if hasattr(data, "to_bytes") else data
+        try:
+            checked.check_record(index, raw)
+        except StoreDamaged as exc:
+            await mark_damaged(checked.sink, exc.what)
+            raise
+        checked._checked.add(index)
+
+
+def with_record_checks(sink, reader):
+    """`reader` checked like the sink's own record reads where the sink checks records and the reader bypasses it."""
+    if not isinstance(sink, CheckedSink) or sink.ex is None or getattr(reader, "sink", None) is sink:
+        return reader
+    return CheckedRecordReader(reader, sink)

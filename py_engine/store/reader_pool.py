@@ -74,6 +74,18 @@ class ReaderPool:
     async def read(self, offset: int, n: int) -> bytes:
         return (await self.read_js(offset, n)).to_bytes()
 
+    def terminate(self):
+        """Stop the workers now (their read-only handles go with them); reads in flight never answer."""
+        for w in self.workers:
+            w.terminate()
+        for p in self._proxies:
+            p.destroy()
+        self._proxies.clear()
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.cancel()
+        self._waiting.clear()
+
     async def close(self):
         await asyncio.gather(*(self._call(i, {"type": "close"}) for i in range(len(self.workers))))
         for w in self.workers:

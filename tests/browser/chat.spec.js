@@ -184,6 +184,7 @@ test.describe('chat page', () => {
     st = await chatState(page);
     expect(st.lastResult.token_ids).toEqual(REF.greedy_ids);
     expect(st.lastResult.stats.bytes_read_per_token).toBeGreaterThan(0);
+    expect(st.lastResult.stats.expert_read_workers).toBe(4); // missed records read by the pool of OPFS readers
     await expect(page.locator('#meter')).toContainText('% hit');
     // a served model that is stored is listed once, as served: its Load reads it from disk
     await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(0);
