@@ -11,22 +11,18 @@ import time
 
 from ..gguf import read_gguf_file
 from ..gguf.supported import check_supported
-from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, STORAGE, UNIFORM, create_buffer, upload
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
 from ..gpu.kernels import Kernels
 from ..gpu.pipelines import GpuErrorScope, Pipelines
-from ..models.common import Activations, KVCache
-from ..models.qwen3moe import Qwen3Moe, Qwen3MoeConfig
-from ..models.qwen35moe import Qwen35Moe, Qwen35MoeConfig
+from ..models.cache import Activations, KVCache
+from ..models.registry import architecture
 from .gpu_weights import WeightLoader
 from ..gpu.chunk_kernels import FEW_PICKS
 from .prefill import Prefill
 from .weight_source import FileWeightSource
 
-MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig, Qwen35Moe)}
-GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels dequantise (gpu_weights.py)
 # greedy steps launched and not yet read back, at most: generation keeps two (one queued behind the one it reads);
 # the bench can keep a third, to see whether the GPU waits for the host between steps
 STEPS_IN_FLIGHT = 3
@@ -91,13 +87,11 @@ class Decoder:
         t0 = time.perf_counter()
         header = read_gguf_file(path)
         # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
-        check_supported(header, tensor_types=GPU_TENSOR_TYPES)
         arch = header.architecture
-        if arch not in MODELS:
-            raise ValueError(f"{path}: architecture {arch!r} is not supported by the GPU engine yet "
-                             f"(supported: {', '.join(MODELS)})")
-        config_cls, model_cls = MODELS[arch]
-        cfg = config_cls.from_header(header)
+        spec = architecture(arch)
+        check_supported(header, tensor_types=spec.tensor_types)
+        cfg = spec.config.from_header(header)
+        model = spec.model()(cfg)
         if cfg.n_ctx_train:
             n_ctx = min(n_ctx, cfg.n_ctx_train)
         gpu = gpu or await open_gpu()
@@ -105,15 +99,13 @@ class Decoder:
         pipelines = pipelines or Pipelines(gpu)
         source = FileWeightSource(path)
         loader = WeightLoader(gpu, header, source)
-        model = model_cls(cfg)
         async with GpuErrorScope(gpu, f"loading {path}"):
             model.load(loader)
             acts = Activations(gpu)
             for name, n in model.work_buffers():
                 acts.add(name, n)
             # a model whose layers do not all attend (qwen35moe) says how many own a KV cache
-            cache = KVCache(gpu, getattr(model, "n_kv_layers", cfg.n_layer), n_ctx, cfg.n_head_kv, cfg.head_dim,
-                            kv_format)
+            cache = KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
             # all experts resident: layer i's pool is its own expert tensor, slot = expert id
             ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
             slot_map = upload(gpu, ident, "slot_map")

@@ -20,8 +20,8 @@ and prefills again instead.
 """
 import heapq
 
-# Architectures whose whole state is the KV cache (so a shorter prefix is just a smaller position).
-ATTENTION_ONLY = frozenset({"qwen3moe"})
+from ..models.registry import architecture
+
 MAX_CANDIDATES = 64
 
 
@@ -30,7 +30,8 @@ class GpuBackend:
         self.decoder = decoder
         self.arch = decoder.model.arch
         self.max_candidates = int(max_candidates)
-        self.supports_truncate = self.arch in ATTENTION_ONLY
+        # the whole state is the KV cache (no recurrent layers): a shorter prefix is just a smaller position
+        self.supports_truncate = architecture(self.arch).attention_only
         self._logits = None  # the row after the last prefilled token (array('f')), None when nothing is pending
         self._best = None  # (id, logit) instead of the row, after a greedy prefill
         self._k = None  # candidates the generator will ask for (expect_candidates), None: unknown

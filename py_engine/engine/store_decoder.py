@@ -31,10 +31,11 @@ from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import GpuErrorScope, Pipelines
-from ..models.common import Activations, KVCache
+from ..models.cache import STATE_BUFFERS, Activations, KVCache, kv_cache_bytes
+from ..models.registry import architecture
 from .budget import min_pool_bytes, plan_budget
 from .early_stop import GuardedToken, helper as copies_helper
-from .decoder import MODELS, Decoder, default_prefill_chunk
+from .decoder import Decoder, default_prefill_chunk
 from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
 from .lookahead import SOURCES, RouterLookAhead
 from .prefill import chunk_bytes
@@ -43,12 +44,6 @@ from .store_weights import StoreRecordReader, StoreWeightLoader, dense_gpu_bytes
 ROUTINGS = ("auto", "early_stop", "per_layer")
 GUESSES = ("lookahead", "previous")  # what prefetch guesses: the router look-ahead, or the previous token's picks
 GUARD_DISPATCHES_PER_LAYER = 48  # qwen3moe records 14 per layer, qwen35moe ~25 (+ 3 per pool buffer)
-STATE_BUFFERS = ("conv_window.", "ssm_state.")  # work buffers that carry recurrent state across tokens
-
-
-def kv_cache_bytes(n_kv_layers, n_ctx, n_head_kv, head_dim, kv_format) -> int:
-    """What KVCache allocates (models/common.py)."""
-    return 2 * n_kv_layers * n_ctx * n_head_kv * head_dim * (2 if kv_format == "f16" else 4)
 
 
 def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None, extra_per_layer=0) -> int:
@@ -105,11 +100,9 @@ class StoreDecoder(Decoder):
         t0 = time.perf_counter()
         manifest, header = await open_store(sink)
         arch = header.architecture
-        if arch not in MODELS:
-            raise ValueError(f"architecture {arch!r} is not supported by the GPU engine yet "
-                             f"(supported: {', '.join(MODELS)})")
-        config_cls, model_cls = MODELS[arch]
-        cfg = config_cls.from_header(header)
+        spec = architecture(arch)
+        cfg = spec.config.from_header(header)
+        model = spec.model()(cfg)
         if cfg.n_ctx_train:
             n_ctx = min(n_ctx, cfg.n_ctx_train)
         ex = manifest["layout"]["experts"]
@@ -118,8 +111,7 @@ class StoreDecoder(Decoder):
         gpu = gpu or await open_gpu()
         track_errors(gpu)
         pipelines = pipelines or Pipelines(gpu)
-        model = model_cls(cfg)
-        n_kv_layers = getattr(model, "n_kv_layers", cfg.n_layer)
+        n_kv_layers = cfg.n_kv_layers
         bufs = model.work_buffers()
         state = sum(4 * n for name, n in bufs if name.startswith(STATE_BUFFERS))
         acts_bytes = sum(4 * n for _, n in bufs)
