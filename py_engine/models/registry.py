@@ -10,12 +10,11 @@ Pure Python: the GGUF support check, the CPython host and the reference import t
 from dataclasses import dataclass
 from importlib import import_module
 
-from ..gguf.types import GGMLType
 from .qwen35moe.config import Qwen35MoeConfig
 from .qwen3moe.config import Qwen3MoeConfig
 
-# the tensor types the GPU kernels dequantise (engine/gpu_weights.py)
-GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})
+# the tensor types the GPU kernels dequantise (engine/gpu_weights.py), by their GGML names
+GPU_TENSOR_TYPES = ("F32", "Q8_0")
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,13 @@ class Architecture:
     model_class: str  # the class in models/<name>/model.py
     # the whole sequence state is the KV cache: a shorter prefix is a smaller position (no recurrent layers)
     attention_only: bool
-    tensor_types: frozenset = GPU_TENSOR_TYPES
+    tensor_type_names: tuple = GPU_TENSOR_TYPES
+
+    @property
+    def tensor_types(self) -> frozenset:
+        """gguf.GGMLType members (imported here: the gguf package's support check imports this module)."""
+        from ..gguf.types import GGMLType
+        return frozenset(GGMLType[name] for name in self.tensor_type_names)
 
     def model(self) -> type:
         return getattr(import_module(f"{__package__}.{self.name}.model"), self.model_class)
