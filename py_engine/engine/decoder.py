@@ -8,6 +8,7 @@ the same step one token at a time.
 import array
 import struct
 import time
+from dataclasses import dataclass
 
 from ..gguf import read_gguf_file
 from ..gguf.supported import check_supported
@@ -20,6 +21,7 @@ from ..models.cache import Activations, KVCache
 from ..models.registry import architecture
 from .gpu_weights import WeightLoader
 from ..gpu.chunk_kernels import FEW_PICKS
+from .options import DecodeOptions
 from .prefill import Prefill
 from .weight_source import FileWeightSource
 
@@ -57,6 +59,16 @@ class ContextFull(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class StepHandle:
+    """A greedy step (or a run of k) queued without waiting for it (Decoder.launch_argmax): its readback, awaited by
+    collect_argmax, in launch order."""
+    promise: object  # the JS promise of the staging buffer's bytes
+    ring: int  # which argmax staging buffer takes its result
+    pos: int  # the position it feeds (its first, for a run)
+    k: int = 1  # tokens it runs
+
+
 class Decoder:
     def __init__(self, gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format):
         self.gpu, self.pipes, self.model, self.loader = gpu, pipelines, model, loader
@@ -80,10 +92,11 @@ class Decoder:
                       "syncs": 0, "ffi_calls": 0, "whole_prompts": 0}
 
     @classmethod
-    async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
-                   prefill_chunk=None, q8_act=True):
-        """q8_act: Q8_0 products quantise their input per 32-block as llama.cpp does (int8 dot products, the
-        default); False keeps activations f32 (a check of the kernels' arithmetic against the numpy reference)."""
+    async def open(cls, path, gpu=None, pipelines=None, options: DecodeOptions = None, **overrides):
+        """A decoder over the GGUF at `path`, every expert resident, under DecodeOptions (`options`, its fields
+        replaced by any given as keywords: `Decoder.open(path, n_ctx=256)`)."""
+        opts = DecodeOptions.make(options, **overrides)
+        n_ctx, kv_format = opts.n_ctx, opts.kv_format
         t0 = time.perf_counter()
         header = read_gguf_file(path)
         # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
@@ -112,8 +125,8 @@ class Decoder:
             step_buf = create_buffer(gpu, 16, UNIFORM | STORAGE | COPY_DST, "step")
         source.close()
         dec = cls(gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format)
-        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format, q8_act=q8_act,
-                           advance_step=True)
+        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=opts.lane_cap, kv_format=kv_format,
+                           q8_act=opts.q8_act, advance_step=True)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
@@ -122,7 +135,7 @@ class Decoder:
             # a queued step's 8 bytes, or a run's 8 per token (launch_argmax_run)
             dec.argmax_stagings = [create_buffer(gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
                                                  f"argmax_staging{i}") for i in range(STEPS_IN_FLIGHT)]
-            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if prefill_chunk is None else prefill_chunk)
+            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
                          n_ctx=n_ctx, kv=kv_format, arch=arch)
@@ -236,7 +249,7 @@ class Decoder:
             self.pos += k
             self.stats["tokens"] += k
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        return (promise, ring, pos, k)
+        return StepHandle(promise, ring, pos, k)
 
     def launch_argmax_run(self, k: int, token=None):
         """Queue k greedy steps in one submit without waiting for them (a benchmark's form: the submit, the map and
@@ -260,7 +273,7 @@ class Decoder:
         """[(id, logit)] of the k steps of a launched run (launch_argmax_run), awaited; in launch order with the
         single steps."""
         data = await self._collect(handle)
-        return [struct.unpack_from("<If", data, 8 * j) for j in range(handle[3])]
+        return [struct.unpack_from("<If", data, 8 * j) for j in range(handle.k)]
 
     async def collect_argmax(self, handle) -> tuple:
         """(id, logit) of a launched step (launch_argmax), awaited; steps are collected in launch order."""
@@ -268,7 +281,7 @@ class Decoder:
 
     async def _collect(self, handle) -> bytes:
         """The bytes a launched step or run (_launch) read back, awaited; in launch order."""
-        promise, ring, pos, k = handle
+        promise, ring, pos, k = handle.promise, handle.ring, handle.pos, handle.k
         if not self._in_flight or self._in_flight[0] != ring:
             raise RuntimeError("collect_argmax: steps are collected in the order they were launched")
         t0 = time.perf_counter()

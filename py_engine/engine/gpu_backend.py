@@ -71,7 +71,7 @@ class GpuBackend:
         queued, self._queued = self._queued, None
         if queued is not None:
             token, handle = queued
-            if self._k == 1 and ids == [token] and start_pos == handle[2]:
+            if self._k == 1 and ids == [token] and start_pos == handle.pos:
                 # the step queued behind the last one fed exactly this token here: queue the next, read this one
                 self.queued_taken += 1
                 self._best = await (self._collect_and_queue(handle) if queue else
@@ -122,7 +122,7 @@ class GpuBackend:
         """A queued step the caller did not take: an attention-only model forgets its position (its KV row is
         overwritten later); a recurrent one keeps it (n_cached tells the caller, who starts over)."""
         if self.supports_truncate:
-            self.decoder.pos = handle[2]
+            self.decoder.pos = handle.pos
 
     async def _collect_stale(self):
         if self._stale is not None:

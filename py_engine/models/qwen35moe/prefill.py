@@ -34,8 +34,8 @@ def build_layer_attn_linear(ck, dl, b, w, cfg, window, state, i, xq=None):
     e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
     ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}", xq=xq)
     ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}", xq=xq)
-    neighbour_gemms(ck, dl, w["ssm_beta"], w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv, f"beta-{i}",
-                    f"alpha-{i}", f"beta_alpha-{i}", xq)
+    neighbour_gemms(ck, dl, w["ssm_beta"], w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv,
+                    (f"beta-{i}", f"alpha-{i}", f"beta_alpha-{i}"), xq)
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
