@@ -18,7 +18,7 @@ from ..gpu.device import open_gpu
 from ..gpu.kernels import Kernels
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.cache import Activations, KVCache
-from ..models.registry import architecture
+from ..models.registry import architecture, tensor_types
 from .gpu_weights import WeightLoader
 from ..gpu.chunk_kernels import FEW_PICKS
 from .options import DecodeOptions
@@ -99,10 +99,10 @@ class Decoder:
         n_ctx, kv_format = opts.n_ctx, opts.kv_format
         t0 = time.perf_counter()
         header = read_gguf_file(path)
-        # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
         arch = header.architecture
+        # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
+        check_supported(header, tensor_types=tensor_types(arch))
         spec = architecture(arch)
-        check_supported(header, tensor_types=spec.tensor_types)
         cfg = spec.config.from_header(header)
         model = spec.model()(cfg)
         if cfg.n_ctx_train:

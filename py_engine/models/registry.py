@@ -28,9 +28,7 @@ class Architecture:
 
     @property
     def tensor_types(self) -> frozenset:
-        """gguf.GGMLType members (imported here: the gguf package's support check imports this module)."""
-        from ..gguf.types import GGMLType
-        return frozenset(GGMLType[name] for name in self.tensor_type_names)
+        return _ggml_types(self.tensor_type_names)
 
     def model(self) -> type:
         return getattr(import_module(f"{__package__}.{self.name}.model"), self.model_class)
@@ -49,6 +47,19 @@ def architecture(name) -> Architecture:
     if arch is None:
         raise ValueError(f"architecture {name!r} is not supported by the engine (it runs {', '.join(NAMES)})")
     return arch
+
+
+def tensor_types(name) -> frozenset:
+    """The GGML tensor types the engine runs for architecture `name` (the GPU kernels' for one it does not run, so
+    the support check can name the architecture as the reason)."""
+    arch = ARCHITECTURES.get(name)
+    return arch.tensor_types if arch is not None else _ggml_types(GPU_TENSOR_TYPES)
+
+
+def _ggml_types(names) -> frozenset:
+    """gguf.GGMLType members (imported here: the gguf package's support check imports this module)."""
+    from ..gguf.types import GGMLType
+    return frozenset(GGMLType[name] for name in names)
 
 
 def config_from_header(header):
