@@ -48,7 +48,7 @@ def steps_before_routing_tie(model_path, prompt) -> int:
     with mock.patch.object(layers.SparseMoE, "route", recording_route):
         model = ReferenceModel(str(model_path), Options(dtype=np.float64, kv_f16=True))
         model.teacher_forced(prompt["prompt_ids"], prompt["greedy_ids"][:-1])
-    n_layers = model.config.block_count
+    n_layers = model.config.n_layer
     n_prompt = len(prompt["prompt_ids"])
     for call, g in enumerate(gaps):  # the prompt in one batch (one call per layer), then one token per call
         if g.min() < ROUTING_TIE:

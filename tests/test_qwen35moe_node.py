@@ -80,7 +80,7 @@ def reference_teacher_forced(model, prompt):
 
     with mock.patch.object(layers.SparseMoE, "route", recording_route):
         rows = model.teacher_forced(prompt["prompt_ids"], prompt["greedy_ids"][:-1])
-    n_layers, n_prompt = model.config.block_count, len(prompt["prompt_ids"])
+    n_layers, n_prompt = model.config.n_layer, len(prompt["prompt_ids"])
     for call, g in enumerate(gaps):  # the prompt in one batch (one call per layer), then one token per call
         if g.min() < ROUTING_TIE:
             token = int(np.argmin(g)) if call < n_layers else n_prompt + (call - n_layers) // n_layers

@@ -87,13 +87,15 @@ def test_config_matches_refs(fixture_models, stem):
     cfg = read_config(open_weights(fixture_models, stem))
     assert cfg.arch == meta["arch"]
     assert cfg.n_vocab == meta["n_vocab"]
-    for key in ("block_count", "embedding_length", "expert_count", "expert_used_count",
-                "expert_feed_forward_length", "rope.freq_base", "rope.dimension_count"):
-        assert getattr(cfg, key.replace(".", "_")) == meta[key], key
-    assert cfg.head_count == meta["attention.head_count"] and cfg.head_count_kv == meta["attention.head_count_kv"]
+    # the engine's config class, llama.cpp's hparams names for the GGUF keys
+    for field, key in (("n_layer", "block_count"), ("n_embd", "embedding_length"), ("n_expert", "expert_count"),
+                       ("n_expert_used", "expert_used_count"), ("n_ff_exp", "expert_feed_forward_length"),
+                       ("rope_base", "rope.freq_base"), ("n_rot", "rope.dimension_count"),
+                       ("n_head", "attention.head_count"), ("n_head_kv", "attention.head_count_kv")):
+        assert getattr(cfg, field) == meta[key], key
     if cfg.arch == "qwen35moe":
-        assert list(cfg.recurrent_layers) == meta["recurrent_layers"]
-        assert cfg.expert_shared_feed_forward_length == meta["expert_shared_feed_forward_length"]
+        assert list(cfg.recurrent) == meta["recurrent_layers"]
+        assert cfg.n_ff_shexp == meta["expert_shared_feed_forward_length"]
 
 
 def test_text_rope_pairs_follow_the_multi_section_layout():

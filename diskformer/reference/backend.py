@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from py_engine.gguf import read_gguf_file
+from py_engine.models.registry import architecture
 from py_engine.tokenizer import Tokenizer
 
 from .cache import KVCache
@@ -23,7 +24,7 @@ class ReferenceBackend:
     def __init__(self, model: ReferenceModel, n_ctx: int | None = None, max_candidates: int | None = None,
                  tokenizer: Tokenizer | None = None):
         cfg = model.config
-        trained = int(model.weights.get(f"{cfg.arch}.context_length", 0) or 0)
+        trained = cfg.n_ctx_train
         self.model = model
         self.arch = cfg.arch
         self.n_ctx = int(n_ctx if n_ctx is not None else (trained or 4096))
@@ -32,7 +33,7 @@ class ReferenceBackend:
         self.vocab_size = cfg.n_vocab
         # the whole row is at hand here, so serve any width (sampling over the full vocabulary is then exact)
         self.max_candidates = int(max_candidates if max_candidates is not None else cfg.n_vocab)
-        self.supports_truncate = not any(cfg.is_recurrent(i) for i in range(cfg.block_count))
+        self.supports_truncate = architecture(cfg.arch).attention_only
         self.tokenizer = tokenizer
         self._logits = None
         self.prefill_calls = []  # (start_pos, n_tokens) of every prefill, for tests and tools

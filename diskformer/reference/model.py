@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from py_engine.models.registry import NAMES
+
 from . import gemma4, qwen3moe, qwen35moe
+from .weights import REFERENCE_ONLY
 from .config import read_config
 from .layers import Linear, Params, rms_norm
 from .options import Options
 from .weights import GGUFWeights
 
+# the reference's module per architecture the engine runs (py_engine.models.registry, the one list), and those it
+# runs before the engine does (weights.REFERENCE_ONLY)
 ARCHITECTURES = {"qwen3moe": qwen3moe, "qwen35moe": qwen35moe, "gemma4": gemma4}
+assert set(ARCHITECTURES) == set(NAMES) | set(REFERENCE_ONLY), "the reference needs a module for each architecture"
 
 
 class ReferenceModel:
@@ -27,7 +33,7 @@ class ReferenceModel:
         params = Params(self.weights, self.options)
         # the embedding is a row lookup (ggml_get_rows): dequantised, never activation-quantised
         self.token_embd = params.matrix("token_embd.weight")
-        self.blocks = [arch.Block(params, self.config, i) for i in range(self.config.block_count)]
+        self.blocks = [arch.Block(params, self.config, i) for i in range(self.config.n_layer)]
         self.output_norm = params.vector("output_norm.weight")
         # no output.weight: the output head is tied to the embedding (llama.cpp TENSOR_DUPLICATED)
         self.output = params.linear("output.weight") if params.has("output.weight") else \

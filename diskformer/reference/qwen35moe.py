@@ -11,7 +11,6 @@ import math
 import numpy as np
 
 from .cache import DeltaNetState, KVCache
-from .config import ModelConfig
 from .layers import (Params, SparseMoE, causal_attention, causal_conv1d, gated_delta_rule, l2_norm, rms_norm,
                      rope_neox, sigmoid, silu, softplus, swiglu)
 
@@ -35,7 +34,7 @@ def text_rope_pairs(sections, n_rot):
 class GatedAttention:
     """Full attention whose q projection carries, per head, [query (D) | gate (D)]; output *= sigmoid(gate)."""
 
-    def __init__(self, params: Params, prefix: str, cfg: ModelConfig):
+    def __init__(self, params: Params, prefix: str, cfg):
         self.wq = params.linear(f"{prefix}.attn_q.weight")
         self.wk = params.linear(f"{prefix}.attn_k.weight")
         self.wv = params.linear(f"{prefix}.attn_v.weight")
@@ -44,26 +43,26 @@ class GatedAttention:
         self.k_norm = params.vector(f"{prefix}.attn_k_norm.weight")
         self.cfg = cfg
         self.eps = cfg.rms_eps * params.options.rms_eps_scale
-        self.rope_base = cfg.rope_freq_base * params.options.rope_base_scale
-        self.rope_pairs = text_rope_pairs(cfg.rope_dimension_sections, cfg.rope_dimension_count)
+        self.rope_base = cfg.rope_base * params.options.rope_base_scale
+        self.rope_pairs = text_rope_pairs(cfg.rope_sections, cfg.n_rot)
         self.output_gate = params.options.attention_output_gate
 
     def __call__(self, x, cache: KVCache, positions):
         c = self.cfg
-        n, d = x.shape[0], c.key_length
-        q_full = self.wq(x).reshape(n, c.head_count, 2 * d)
+        n, d = x.shape[0], c.head_dim
+        q_full = self.wq(x).reshape(n, c.n_head, 2 * d)
         q, gate = q_full[..., :d], q_full[..., d:]
         q = rms_norm(q, self.q_norm, self.eps)
-        k = rms_norm(self.wk(x).reshape(n, c.head_count_kv, d), self.k_norm, self.eps)
-        v = self.wv(x).reshape(n, c.head_count_kv, c.value_length)
-        q = rope_neox(q, positions, c.rope_dimension_count, self.rope_base, self.rope_pairs)
-        k = rope_neox(k, positions, c.rope_dimension_count, self.rope_base, self.rope_pairs)
+        k = rms_norm(self.wk(x).reshape(n, c.n_head_kv, d), self.k_norm, self.eps)
+        v = self.wv(x).reshape(n, c.n_head_kv, c.head_dim)
+        q = rope_neox(q, positions, c.n_rot, self.rope_base, self.rope_pairs)
+        k = rope_neox(k, positions, c.n_rot, self.rope_base, self.rope_pairs)
         first_pos = cache.length
         k_all, v_all = cache.append(k, v)
         out = causal_attention(q, k_all, v_all, first_pos, 1.0 / math.sqrt(d))
         if self.output_gate:
             out = out * sigmoid(gate)
-        return self.wo(out.reshape(n, c.head_count * c.value_length))
+        return self.wo(out.reshape(n, c.n_head * c.head_dim))
 
 
 class GatedDeltaNet:
@@ -71,7 +70,7 @@ class GatedDeltaNet:
     head (value head h reads key head h % n_k, llama.cpp's tiled repeat) -> RMSNorm(o) * ssm_norm * SiLU(z) ->
     ssm_out. Decay g = softplus(alpha x + dt_bias) * ssm_a (ssm_a = -exp(A_log)); beta = sigmoid(beta x)."""
 
-    def __init__(self, params: Params, prefix: str, cfg: ModelConfig):
+    def __init__(self, params: Params, prefix: str, cfg):
         self.w_qkv = params.linear(f"{prefix}.attn_qkv.weight")
         self.w_z = params.linear(f"{prefix}.attn_gate.weight")
         self.w_beta = params.linear(f"{prefix}.ssm_beta.weight")
@@ -83,7 +82,7 @@ class GatedDeltaNet:
         self.w_out = params.linear(f"{prefix}.ssm_out.weight")
         self.cfg = cfg
         self.eps = cfg.rms_eps * params.options.rms_eps_scale
-        nk, nv = cfg.ssm_group_count, cfg.ssm_time_step_rank
+        nk, nv = cfg.ssm_n_group, cfg.ssm_dt_rank
         if nv % nk:
             raise ValueError(f"value heads ({nv}) must be a multiple of key heads ({nk})")
         heads = np.arange(nv)
@@ -92,7 +91,7 @@ class GatedDeltaNet:
     def __call__(self, x, state: DeltaNetState, positions):
         c = self.cfg
         n = x.shape[0]
-        nk, nv, dk, dv = c.ssm_group_count, c.ssm_time_step_rank, c.ssm_state_size, c.ssm_head_v_dim
+        nk, nv, dk, dv = c.ssm_n_group, c.ssm_dt_rank, c.ssm_d_state, c.head_v_dim
         key_dim = nk * dk
         mixed, state.conv = causal_conv1d(self.w_qkv(x), state.conv, self.conv_kernel)
         mixed = silu(mixed)
@@ -110,8 +109,8 @@ class GatedDeltaNet:
 
 
 class MoEWithSharedExpert:
-    def __init__(self, params: Params, prefix: str, cfg: ModelConfig):
-        self.routed = SparseMoE(params, prefix, cfg.expert_used_count)
+    def __init__(self, params: Params, prefix: str, cfg):
+        self.routed = SparseMoE(params, prefix, cfg.n_expert_used)
         self.gate = params.linear(f"{prefix}.ffn_gate_shexp.weight")
         self.up = params.linear(f"{prefix}.ffn_up_shexp.weight")
         self.down = params.linear(f"{prefix}.ffn_down_shexp.weight")
@@ -123,7 +122,7 @@ class MoEWithSharedExpert:
 
 
 class Block:
-    def __init__(self, params: Params, cfg: ModelConfig, layer: int):
+    def __init__(self, params: Params, cfg, layer: int):
         p = f"blk.{layer}"
         self.recurrent = cfg.is_recurrent(layer)
         self.attn_norm = params.vector(f"{p}.attn_norm.weight")
@@ -138,10 +137,9 @@ class Block:
     def new_state(self):
         c = self.cfg
         if self.recurrent:
-            channels = 2 * c.ssm_group_count * c.ssm_state_size + c.ssm_inner_size
-            return DeltaNetState(c.ssm_conv_kernel, channels, c.ssm_time_step_rank, c.ssm_state_size,
-                                 c.ssm_head_v_dim, self.dtype)
-        return KVCache(c.head_count_kv, c.key_length, c.value_length, self.dtype, self.kv_f16)
+            return DeltaNetState(c.ssm_conv_kernel, c.conv_channels, c.ssm_dt_rank, c.ssm_d_state,
+                                 c.head_v_dim, self.dtype)
+        return KVCache(c.n_head_kv, c.head_dim, c.head_dim, self.dtype, self.kv_f16)
 
     def __call__(self, x, state, positions):
         h = x + self.mixer(rms_norm(x, self.attn_norm, self.eps), state, positions)

@@ -11,12 +11,11 @@ import math
 import numpy as np
 
 from .cache import KVCache
-from .config import ModelConfig
 from .layers import Params, SparseMoE, causal_attention, rms_norm, rope_neox
 
 
 class Attention:
-    def __init__(self, params: Params, prefix: str, cfg: ModelConfig):
+    def __init__(self, params: Params, prefix: str, cfg):
         self.wq = params.linear(f"{prefix}.attn_q.weight")
         self.wk = params.linear(f"{prefix}.attn_k.weight")
         self.wv = params.linear(f"{prefix}.attn_v.weight")
@@ -25,29 +24,29 @@ class Attention:
         self.k_norm = params.vector(f"{prefix}.attn_k_norm.weight")
         self.cfg = cfg
         self.eps = cfg.rms_eps * params.options.rms_eps_scale
-        self.rope_base = cfg.rope_freq_base * params.options.rope_base_scale
+        self.rope_base = cfg.rope_base * params.options.rope_base_scale
 
     def __call__(self, x, cache: KVCache, positions):
         c = self.cfg
         n = x.shape[0]
-        q = rms_norm(self.wq(x).reshape(n, c.head_count, c.key_length), self.q_norm, self.eps)
-        k = rms_norm(self.wk(x).reshape(n, c.head_count_kv, c.key_length), self.k_norm, self.eps)
-        v = self.wv(x).reshape(n, c.head_count_kv, c.value_length)
-        q = rope_neox(q, positions, c.rope_dimension_count, self.rope_base)
-        k = rope_neox(k, positions, c.rope_dimension_count, self.rope_base)
+        q = rms_norm(self.wq(x).reshape(n, c.n_head, c.head_dim), self.q_norm, self.eps)
+        k = rms_norm(self.wk(x).reshape(n, c.n_head_kv, c.head_dim), self.k_norm, self.eps)
+        v = self.wv(x).reshape(n, c.n_head_kv, c.head_dim)
+        q = rope_neox(q, positions, c.n_rot, self.rope_base)
+        k = rope_neox(k, positions, c.n_rot, self.rope_base)
         first_pos = cache.length
         k_all, v_all = cache.append(k, v)
-        out = causal_attention(q, k_all, v_all, first_pos, 1.0 / math.sqrt(c.key_length))
-        return self.wo(out.reshape(n, c.head_count * c.value_length))
+        out = causal_attention(q, k_all, v_all, first_pos, 1.0 / math.sqrt(c.head_dim))
+        return self.wo(out.reshape(n, c.n_head * c.head_dim))
 
 
 class Block:
-    def __init__(self, params: Params, cfg: ModelConfig, layer: int):
+    def __init__(self, params: Params, cfg, layer: int):
         p = f"blk.{layer}"
         self.attn_norm = params.vector(f"{p}.attn_norm.weight")
         self.ffn_norm = params.vector(f"{p}.ffn_norm.weight")
         self.attn = Attention(params, p, cfg)
-        self.moe = SparseMoE(params, p, cfg.expert_used_count)
+        self.moe = SparseMoE(params, p, cfg.n_expert_used)
         self.cfg = cfg
         self.eps = cfg.rms_eps * params.options.rms_eps_scale
         self.dtype = params.options.dtype
@@ -55,7 +54,7 @@ class Block:
 
     def new_state(self):
         c = self.cfg
-        return KVCache(c.head_count_kv, c.key_length, c.value_length, self.dtype, self.kv_f16)
+        return KVCache(c.n_head_kv, c.head_dim, c.head_dim, self.dtype, self.kv_f16)
 
     def __call__(self, x, state, positions):
         h = x + self.attn(rms_norm(x, self.attn_norm, self.eps), state, positions)

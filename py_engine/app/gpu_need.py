@@ -7,8 +7,6 @@ through an upload with an out-of-memory error.
 """
 from dataclasses import asdict, dataclass
 
-KV_BYTES = {"f16": 2, "f32": 4}
-
 
 @dataclass
 class GpuNeed:
@@ -27,18 +25,15 @@ class GpuNeed:
 
 def gpu_need(header, n_ctx: int, kv_format: str = "f16") -> GpuNeed:
     """Raises ValueError for an architecture the GPU engine does not run."""
-    from ..engine.decoder import MODELS  # Pyodide only (the models record WebGPU dispatches)
+    from ..models.cache import kv_cache_bytes  # Pyodide only (the models record WebGPU dispatches)
+    from ..models.registry import architecture
 
-    arch = header.architecture
-    if arch not in MODELS:
-        raise ValueError(f"architecture {arch!r} is not supported by the GPU engine (supported: {', '.join(MODELS)})")
-    config_cls, model_cls = MODELS[arch]
-    cfg = config_cls.from_header(header)
+    spec = architecture(header.architecture)
+    cfg = spec.config.from_header(header)
     if cfg.n_ctx_train:
         n_ctx = min(n_ctx, cfg.n_ctx_train)
-    model = model_cls(cfg)
-    n_kv_layers = getattr(model, "n_kv_layers", cfg.n_layer)
-    kv = 2 * n_kv_layers * n_ctx * cfg.n_head_kv * cfg.head_dim * KV_BYTES[kv_format]
+    model = spec.model()(cfg)
+    kv = kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
     acts = 4 * sum(n for _, n in model.work_buffers()) + 4 * cfg.n_vocab  # + the logits staging buffer
     weights = sum(t.nbytes for t in header.tensors_by_name.values())
     return GpuNeed(weights=weights, kv_cache=kv, activations=acts, n_ctx=n_ctx)

@@ -8,25 +8,23 @@ the same step one token at a time.
 import array
 import struct
 import time
+from dataclasses import dataclass
 
 from ..gguf import read_gguf_file
 from ..gguf.supported import check_supported
-from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, STORAGE, UNIFORM, create_buffer, upload
 from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
 from ..gpu.kernels import Kernels
 from ..gpu.pipelines import GpuErrorScope, Pipelines
-from ..models.common import Activations, KVCache
-from ..models.qwen3moe import Qwen3Moe, Qwen3MoeConfig
-from ..models.qwen35moe import Qwen35Moe, Qwen35MoeConfig
+from ..models.cache import Activations, KVCache
+from ..models.registry import architecture, tensor_types
 from .gpu_weights import WeightLoader
 from ..gpu.chunk_kernels import FEW_PICKS
+from .options import DecodeOptions
 from .prefill import Prefill
 from .weight_source import FileWeightSource
 
-MODELS = {"qwen3moe": (Qwen3MoeConfig, Qwen3Moe), "qwen35moe": (Qwen35MoeConfig, Qwen35Moe)}
-GPU_TENSOR_TYPES = frozenset({GGMLType.F32, GGMLType.Q8_0})  # what the kernels dequantise (gpu_weights.py)
 # greedy steps launched and not yet read back, at most: generation keeps two (one queued behind the one it reads);
 # the bench can keep a third, to see whether the GPU waits for the host between steps
 STEPS_IN_FLIGHT = 3
@@ -61,6 +59,16 @@ class ContextFull(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class StepHandle:
+    """A greedy step (or a run of k) queued without waiting for it (Decoder.launch_argmax): its readback, awaited by
+    collect_argmax, in launch order."""
+    promise: object  # the JS promise of the staging buffer's bytes
+    ring: int  # which argmax staging buffer takes its result
+    pos: int  # the position it feeds (its first, for a run)
+    k: int = 1  # tokens it runs
+
+
 class Decoder:
     def __init__(self, gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format):
         self.gpu, self.pipes, self.model, self.loader = gpu, pipelines, model, loader
@@ -84,20 +92,19 @@ class Decoder:
                       "syncs": 0, "ffi_calls": 0, "whole_prompts": 0}
 
     @classmethod
-    async def open(cls, path, gpu=None, pipelines=None, n_ctx=2048, kv_format="f16", lane_cap=16,
-                   prefill_chunk=None, q8_act=True):
-        """q8_act: Q8_0 products quantise their input per 32-block as llama.cpp does (int8 dot products, the
-        default); False keeps activations f32 (a check of the kernels' arithmetic against the numpy reference)."""
+    async def open(cls, path, gpu=None, pipelines=None, options: DecodeOptions = None, **overrides):
+        """A decoder over the GGUF at `path`, every expert resident, under DecodeOptions (`options`, its fields
+        replaced by any given as keywords: `Decoder.open(path, n_ctx=256)`)."""
+        opts = DecodeOptions.make(options, **overrides)
+        n_ctx, kv_format = opts.n_ctx, opts.kv_format
         t0 = time.perf_counter()
         header = read_gguf_file(path)
-        # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
-        check_supported(header, tensor_types=GPU_TENSOR_TYPES)
         arch = header.architecture
-        if arch not in MODELS:
-            raise ValueError(f"{path}: architecture {arch!r} is not supported by the GPU engine yet "
-                             f"(supported: {', '.join(MODELS)})")
-        config_cls, model_cls = MODELS[arch]
-        cfg = config_cls.from_header(header)
+        # refuse an unsupported architecture, tensor type or shape before the GPU is touched, with the reason
+        check_supported(header, tensor_types=tensor_types(arch))
+        spec = architecture(arch)
+        cfg = spec.config.from_header(header)
+        model = spec.model()(cfg)
         if cfg.n_ctx_train:
             n_ctx = min(n_ctx, cfg.n_ctx_train)
         gpu = gpu or await open_gpu()
@@ -105,23 +112,21 @@ class Decoder:
         pipelines = pipelines or Pipelines(gpu)
         source = FileWeightSource(path)
         loader = WeightLoader(gpu, header, source)
-        model = model_cls(cfg)
         async with GpuErrorScope(gpu, f"loading {path}"):
             model.load(loader)
             acts = Activations(gpu)
             for name, n in model.work_buffers():
                 acts.add(name, n)
             # a model whose layers do not all attend (qwen35moe) says how many own a KV cache
-            cache = KVCache(gpu, getattr(model, "n_kv_layers", cfg.n_layer), n_ctx, cfg.n_head_kv, cfg.head_dim,
-                            kv_format)
+            cache = KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
             # all experts resident: layer i's pool is its own expert tensor, slot = expert id
             ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
             slot_map = upload(gpu, ident, "slot_map")
             step_buf = create_buffer(gpu, 16, UNIFORM | STORAGE | COPY_DST, "step")
         source.close()
         dec = cls(gpu, pipelines, model, loader, acts, cache, slot_map, step_buf, kv_format)
-        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=lane_cap, kv_format=kv_format, q8_act=q8_act,
-                           advance_step=True)
+        dec.kern = Kernels(gpu, pipelines, step_buf, lane_cap=opts.lane_cap, kv_format=kv_format,
+                           q8_act=opts.q8_act, advance_step=True)
         async with GpuErrorScope(gpu, "recording the token's dispatches"):
             dec.dl = DispatchList()
             model.record_token(dec.kern, dec.dl, acts, cache, slot_map)
@@ -130,7 +135,7 @@ class Decoder:
             # a queued step's 8 bytes, or a run's 8 per token (launch_argmax_run)
             dec.argmax_stagings = [create_buffer(gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
                                                  f"argmax_staging{i}") for i in range(STEPS_IN_FLIGHT)]
-            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if prefill_chunk is None else prefill_chunk)
+            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
                          n_ctx=n_ctx, kv=kv_format, arch=arch)
@@ -244,7 +249,7 @@ class Decoder:
             self.pos += k
             self.stats["tokens"] += k
         self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
-        return (promise, ring, pos, k)
+        return StepHandle(promise, ring, pos, k)
 
     def launch_argmax_run(self, k: int, token=None):
         """Queue k greedy steps in one submit without waiting for them (a benchmark's form: the submit, the map and
@@ -268,7 +273,7 @@ class Decoder:
         """[(id, logit)] of the k steps of a launched run (launch_argmax_run), awaited; in launch order with the
         single steps."""
         data = await self._collect(handle)
-        return [struct.unpack_from("<If", data, 8 * j) for j in range(handle[3])]
+        return [struct.unpack_from("<If", data, 8 * j) for j in range(handle.k)]
 
     async def collect_argmax(self, handle) -> tuple:
         """(id, logit) of a launched step (launch_argmax), awaited; steps are collected in launch order."""
@@ -276,7 +281,7 @@ class Decoder:
 
     async def _collect(self, handle) -> bytes:
         """The bytes a launched step or run (_launch) read back, awaited; in launch order."""
-        promise, ring, pos, k = handle
+        promise, ring, pos, k = handle.promise, handle.ring, handle.pos, handle.k
         if not self._in_flight or self._in_flight[0] != ring:
             raise RuntimeError("collect_argmax: steps are collected in the order they were launched")
         t0 = time.perf_counter()

@@ -20,8 +20,8 @@ and prefills again instead.
 """
 import heapq
 
-# Architectures whose whole state is the KV cache (so a shorter prefix is just a smaller position).
-ATTENTION_ONLY = frozenset({"qwen3moe"})
+from ..models.registry import architecture
+
 MAX_CANDIDATES = 64
 
 
@@ -30,7 +30,8 @@ class GpuBackend:
         self.decoder = decoder
         self.arch = decoder.model.arch
         self.max_candidates = int(max_candidates)
-        self.supports_truncate = self.arch in ATTENTION_ONLY
+        # the whole state is the KV cache (no recurrent layers): a shorter prefix is just a smaller position
+        self.supports_truncate = architecture(self.arch).attention_only
         self._logits = None  # the row after the last prefilled token (array('f')), None when nothing is pending
         self._best = None  # (id, logit) instead of the row, after a greedy prefill
         self._k = None  # candidates the generator will ask for (expect_candidates), None: unknown
@@ -70,7 +71,7 @@ class GpuBackend:
         queued, self._queued = self._queued, None
         if queued is not None:
             token, handle = queued
-            if self._k == 1 and ids == [token] and start_pos == handle[2]:
+            if self._k == 1 and ids == [token] and start_pos == handle.pos:
                 # the step queued behind the last one fed exactly this token here: queue the next, read this one
                 self.queued_taken += 1
                 self._best = await (self._collect_and_queue(handle) if queue else
@@ -121,7 +122,7 @@ class GpuBackend:
         """A queued step the caller did not take: an attention-only model forgets its position (its KV row is
         overwritten later); a recurrent one keeps it (n_cached tells the caller, who starts over)."""
         if self.supports_truncate:
-            self.decoder.pos = handle[2]
+            self.decoder.pos = handle.pos
 
     async def _collect_stale(self):
         if self._stale is not None:

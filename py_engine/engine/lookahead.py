@@ -16,8 +16,7 @@ RMSNorm over n_embd values costs next to nothing beside the router matvec (n_exp
 import struct
 
 from ..gpu.buffers import storage_buffer
-
-SOURCES = ("h", "xn")
+from .options import LOOKAHEAD_SOURCES as SOURCES
 ALIGN = 256  # the device keeps WebGPU's default minStorageBufferOffsetAlignment (the adapter's may be lower)
 
 

@@ -2,10 +2,11 @@
 rows, batched norm / RoPE / KV append, causal attention over cache + chunk, the DeltaNet conv and recurrence
 sequential inside one dispatch, routed experts as a GEMM over each expert's picks).
 
-`Prefill.build(dec, T)` records one chunk's list once (models/chunk_plan.py); a chunk then costs two writeBuffers
-(the chunk uniform: rows n <= T and position of row 0; the token ids) and the replay. Only the hidden rows are
-computed: the prompt's last token still runs through the decoder's per-token `step`, which yields its logits, so
-the logits never differ in how they are produced. Recurrent state and the KV cache are the decoder's own.
+`Prefill.build(dec, T)` records one chunk's list once (the model's record_chunk, models/<arch>/prefill.py); a chunk
+then costs two writeBuffers (the chunk uniform: rows n <= T and position of row 0; the token ids) and the replay.
+Only the hidden rows are computed: the prompt's last token still runs through the decoder's per-token `step`, which
+yields its logits, so the logits never differ in how they are produced. Recurrent state and the KV cache are the
+decoder's own.
 
 Syncs. Every expert resident (a GGUF, or a store with a full pool): none at all — `feed` enqueues the chunks,
 like the token-by-token feed. A partial streamed pool: per chunk and MoE layer one readback of the chunk's routed
@@ -19,13 +20,11 @@ from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer, storage_bu
 from ..gpu.chunk_kernels import ChunkKernels
 from ..gpu.commands import DispatchList, helper
 from ..gpu.kernels import q8_input_words
-from ..models.chunk_plan import quantised_row_cols, record_chunk
-from ..models.common import record_output
-
-STATE_BUFFERS = ("conv_window.", "ssm_state.")
+from ..models.blocks import build_output
+from ..models.cache import STATE_BUFFERS
 # the chunk computes no logits; its GEMMs write each input projection to its own buffer, not the decode's stacked
 # mixer inputs (xq stays: in Q8_0-activation mode the chunk's norms write their rows quantised there, and the
-# output products' inputs, wider: chunk_plan.quantised_row_cols)
+# output products' inputs, wider: the model's chunk_row_cols)
 SKIP = ("logits", "argmax", "dn_in", "attn_in", "route")
 
 
@@ -34,10 +33,9 @@ def chunk_buffer_sizes(model, T: int) -> list:
     layers, of the q/k scales per key head: gdn_qk_scales.wgsl), the token ids, the grouped picks (counts | offsets |
     picks) and the per-expert mask."""
     c = model.cfg
-    per_token = [(name, q8_input_words(quantised_row_cols(c)) if name == "xq" else n)
+    per_token = [(name, q8_input_words(model.chunk_row_cols()) if name == "xq" else n)
                  for name, n in model.work_buffers() if not name.startswith(STATE_BUFFERS) and name not in SKIP]
-    if any(getattr(c, "recurrent", ())):
-        per_token.append(("gdn_qk", 4 * c.ssm_n_group))
+    per_token += model.chunk_work_buffers()
     sizes = [(name, T * n) for name, n in per_token]
     return sizes + [("ids", T), ("grouped", 2 * c.n_expert + T * c.n_expert_used), ("mask", c.n_expert)]
 
@@ -69,7 +67,7 @@ class Prefill:
         self.ck = ChunkKernels(dec.kern, self.chunk_buf, T)
         self.dl = DispatchList()
         pool = getattr(dec, "pool", None)
-        self.cuts = record_chunk(self.ck, self.dl, model, self.bufs, dec.acts, dec.cache, dec.slot_map, pool)
+        self.cuts = model.record_chunk(self.ck, self.dl, self.bufs, dec.acts, dec.cache, dec.slot_map, pool)
         # a prompt fed whole (its last token in the chunks too): the last row's hidden state through the output
         # head, where the per-token list would run the last token through every layer again; None for a decoder
         # that steps a prompt's last token (Decoder.whole_prompts)
@@ -77,7 +75,7 @@ class Prefill:
         if dec.whole_prompts:
             self.head = DispatchList()
             self.ck.last_row(self.head, self.bufs["h"], dec.acts["h"], model.cfg.n_embd)
-            record_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
+            build_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
         self.flops_per_token = self.ck.flops // T
         self.nbytes = chunk_bytes(model, T)
         return self

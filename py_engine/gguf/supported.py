@@ -4,9 +4,8 @@ import re
 
 from .errors import UnsupportedGGUF
 from .header import GGUFHeader
+from ..models.registry import NAMES as SUPPORTED_ARCHITECTURES
 from .types import ENGINE_TENSOR_TYPES
-
-SUPPORTED_ARCHITECTURES = ("qwen3moe", "qwen35moe")
 _BLOCK_TENSOR = re.compile(r"blk\.(\d+)\.")
 
 

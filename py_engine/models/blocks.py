@@ -1,62 +1,12 @@
-"""Pieces shared by the model files: reading hyper-parameters, the activation buffers, and the standard blocks
-(GQA attention with q/k norm + RoPE + KV cache, routed MoE over a slot pool) recorded as kernel dispatches.
+"""The per-token (decode) blocks the architectures share, recorded as kernel dispatches: stacked input
+projections, the standard GQA attention with q/k norm + RoPE + KV cache (llama.cpp build_attn), the routed MoE over
+a slot pool (build_moe_ffn) and the output head. Each architecture's decode.py strings them into its layers.
 
 Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
 """
-from ..gpu.buffers import storage_buffer
 from ..gpu.kernels import GpuMatrix, q8_input_words, xfmt
 from ..gpu.fused_kernels import (can_down_combine, ffn_gate_up, moe_down_combine, moe_gate_up, moe_route_gate_up,
                                  route_layout, shexp_down_combine)
-
-
-def arch_value(header, suffix: str, default=None, kind=int):
-    """metadata[f"{arch}.{suffix}"] converted by `kind`; `default` when absent (None: required)."""
-    key = f"{header.architecture}.{suffix}"
-    if key in header.metadata:
-        return kind(header.metadata[key])
-    if default is None:
-        raise ValueError(f"the GGUF has no {key!r} key")
-    return default
-
-
-class Activations:
-    """Named f32 work buffers, allocated once at load (the token loop allocates nothing)."""
-
-    def __init__(self, gpu):
-        self.gpu = gpu
-        self.buffers = {}
-        self.nbytes = 0
-
-    def add(self, name: str, n_values: int):
-        self.buffers[name] = storage_buffer(self.gpu, 4 * n_values, name)
-        self.nbytes += 4 * n_values
-        return self.buffers[name]
-
-    def __getitem__(self, name):
-        return self.buffers[name]
-
-    def release(self):
-        for b in self.buffers.values():
-            b.destroy()
-        self.buffers.clear()
-
-
-class KVCache:
-    """Per-layer K and V caches: n_ctx rows of n_kv_heads * head_dim values, f16 packed in u32 or f32."""
-
-    def __init__(self, gpu, n_layers: int, n_ctx: int, n_kv_heads: int, head_dim: int, kv_format: str):
-        if kv_format not in ("f16", "f32"):
-            raise ValueError(f"KV cache format {kv_format!r}: use f16 or f32")
-        self.n_ctx = n_ctx
-        self.kv_format = kv_format
-        row_bytes = n_kv_heads * head_dim * (2 if kv_format == "f16" else 4)
-        self.nbytes = 2 * n_layers * n_ctx * row_bytes
-        self.k = [storage_buffer(gpu, n_ctx * row_bytes, f"cache_k.{i}") for i in range(n_layers)]
-        self.v = [storage_buffer(gpu, n_ctx * row_bytes, f"cache_v.{i}") for i in range(n_layers)]
-
-    def release(self):
-        for b in self.k + self.v:
-            b.destroy()
 
 
 def load_projections(loader, key: str, name: str, parts) -> dict:
@@ -104,7 +54,7 @@ def record_products(kern, dl, products, x, y, layer: int, norm=None, xn_out=None
             kern.matvec(dl, m, x if norm is None else xn_out, y, y_base=base, label=f"{label}-{layer}")
 
 
-def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
+def build_attn(kern, dl, acts, w: dict, layer: int, cache, cfg):
     """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v)) of attn_norm(h) (llama.cpp build_attn, one
     token, cache appended first). `w` holds attn_norm, attn_output, attn_q_norm, attn_k_norm and "attn_in", the
     q | k | v products (load_projections) into acts["attn_in"]."""
@@ -119,7 +69,7 @@ def record_attention(kern, dl, acts, w: dict, layer: int, cache: KVCache, cfg):
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
 
 
-def record_routed_moe(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared: bool = False):
+def build_moe_ffn(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared: bool = False):
     """h += Σ_k w_k · down_k(silu(gate_k·x) ⊙ up_k·x) with x = ffn_norm(h): softmax over all experts, top-k (ties to
     the lower index), weights renormalised (llama.cpp build_moe_ffn with norm_w). Routing stays on the GPU: the
     expert kernels read the picked ids and map them to pool slots through `slot_map`. Gate, up and the SwiGLU are
@@ -181,11 +131,11 @@ def moe_act_values(cfg, shared_ffn: int = 0) -> int:
 
 
 def output_buffers(cfg) -> list:
-    """(name, f32 values) of the work buffers record_output uses beyond h and xn."""
+    """(name, f32 values) of the work buffers build_output uses beyond h and xn."""
     return [("xq", q8_input_words(cfg.n_embd)), ("logits", cfg.n_vocab), ("argmax", 2)]
 
 
-def record_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):
+def build_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):
     """The final norm, the output head and the logits' argmax. Where the head multiplies Q8_0 activations, the
     norm's dispatch also writes them quantised (acts["xq"]) and the head reads that as is: its ~15k workgroups
     (a 248k vocabulary) would otherwise each quantise the same 2048 values. The head's workgroups also leave the

@@ -1,0 +1,63 @@
+"""qwen35moe's per-token plan (the decode step), after llama.cpp src/models/qwen35moe.cpp: per layer the mixer
+(build_layer_attn_linear on recurrent layers, build_layer_attn on the others), then build_layer_ffn."""
+from ...gpu.qwen35_kernels import (gated_norm_product, gated_output_product, gdn_conv_recurrent, pregated_norm_fits,
+                                   pregated_norm_product)
+from ..blocks import build_moe_ffn, build_output, record_products
+
+
+def build_layer_attn(kern, dl, acts, w, i, cfg, cache, kv):
+    """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v) · sigmoid(gate)) of attn_norm(h) (fused into
+    the first input product), into the layer's KV cache `kv`. Three dispatches after the products: the attention,
+    which norms and rotates q and k and appends K/V itself (attention_appending), its combine, the output product
+    with the gate fused into its staging."""
+    c = cfg
+    hd, nh, nkv = c.head_dim, c.n_head, c.n_head_kv
+    qkv = acts["attn_in"]  # qg | k | v: the queries and the output gate are read from qg's heads
+    k_base = 2 * nh * hd
+    record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
+                    xn_out=acts["xn"])
+    kern.attention_appending(dl, qkv, w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], acts["attn"],
+                             nh, nkv, hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
+                             hd ** -0.5, label=f"attn_pregate-{i}")
+    gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"], label=f"attn_output-{i}")
+
+
+def build_layer_attn_linear(kern, dl, acts, w, i, cfg):
+    """h += ssm_out(RMSNorm(delta_rule(l2norm(q), l2norm(k), v)) · ssm_norm · silu(z)) with q|k|v =
+    silu(conv(attn_qkv · x)), z = attn_gate · x; beta and the decay from ssm_beta / ssm_alpha · x."""
+    c = cfg
+    nv = c.ssm_dt_rank
+    dn = acts["dn_in"]  # beta | alpha | qkv | z
+    record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
+                    xn_out=acts["xn"])
+    z_base = 2 * nv + c.conv_channels
+    # the gated norm's per-value factors and sums in the recurrence where the output product can finish it
+    pre = pregated_norm_fits(kern, w["ssm_out"], c.head_v_dim)
+    gdn_conv_recurrent(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], w["ssm_dt"], w["ssm_a"],
+                       acts[f"ssm_state.{i}"], acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim,
+                       c.rms_eps, c.ssm_conv_kernel, 2 * nv, label=f"attn_output-{i}",
+                       norm_w=w["ssm_norm"], z_base=z_base, sq_parts=acts["delta_sq"] if pre else None)
+    if pre:
+        pregated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], acts["delta_sq"], c.head_v_dim,
+                              c.rms_eps, acts["h"], label=f"linear_attn_out-{i}")
+    else:
+        gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"],
+                           nv, c.head_v_dim, c.rms_eps, acts["h"], z_base=z_base, label=f"linear_attn_out-{i}")
+
+
+def build_layer_ffn(kern, dl, acts, w, i, cfg, slot_map):
+    """h += moe(xn) + sigmoid(ffn_gate_inp_shexp · xn) · shared(xn), xn = post_attention_norm(h)."""
+    build_moe_ffn(kern, dl, acts, w, i, slot_map, i * cfg.n_expert, cfg, shared=True)
+
+
+def record_token(model, kern, dl, acts, cache, slot_map):
+    """One token from step.token to logits (and their argmax)."""
+    c = model.cfg
+    kern.embed(dl, model.token_embd, acts["h"], label="inp_embd")
+    for i, w in enumerate(model.layers):
+        if c.recurrent[i]:
+            build_layer_attn_linear(kern, dl, acts, w, i, c)
+        else:
+            build_layer_attn(kern, dl, acts, w, i, c, cache, model.kv_index[i])
+        build_layer_ffn(kern, dl, acts, w, i, c, slot_map)
+    build_output(kern, dl, acts, model.output_norm, model.output, c)
