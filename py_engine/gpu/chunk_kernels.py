@@ -138,7 +138,7 @@ class ChunkKernels:
         """The GEMM of f32 rows that no norm quantised (X of w.cols per row from 0): in the int8 mode X's rows are
         quantised once into xq (quantize_rows_q8.wgsl, the codes the tile's own staging gives) and the tile copies
         them, where each of its row workgroups quantised X again; else the plain gemm. xq holds T rows of w.cols
-        (chunk_plan.quantised_row_cols)."""
+        (each model's prefill.chunk_row_cols)."""
         if xq is None or xfmt(self.kern, w.fmt) != "q8":
             self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label)
             return
