@@ -18,7 +18,8 @@ import { measureCosts } from './webgpu_costs.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
-const option = (name, fallback) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : fallback; };
+// the last occurrence wins, so a wrapper's defaults can be overridden by options after them
+const option = (name, fallback) => { const i = argv.lastIndexOf(name); return i >= 0 ? argv[i + 1] : fallback; };
 const small = argv.includes('--small');
 
 // Flags every attempt gets: no sandbox (the GPU machine runs as root), WebGPU on with its adapter's full facts,
