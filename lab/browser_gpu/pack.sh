@@ -3,7 +3,7 @@
 #   bash lab/browser_gpu/pack.sh [DEST] [PART_MiB]
 # DEST (default: .browser-carry in the repo root; keep it ignored by git) gets
 #   run/         this folder's scripts and page, and parts.sha256 (the parts the device must have before it unpacks)
-#   part-NN      one xz-compressed tar, cut into PART_MiB pieces (default 48): one piece per device call, since a call
+#   part-NN      one xz-compressed tar, cut into PART_MiB pieces (default 53): one piece per device call, since a call
 #                carries 64 MiB at most, the repo's own files included
 # The tar holds chromium/ (Debian's chromium-headless-shell, the files of chromium-common it loads, and in lib/ every
 # library they need but glibc and the C++ runtime, taken from Debian's packages, not from this machine) and node/
@@ -12,7 +12,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dest=$(mkdir -p "${1:-$root/.browser-carry}" && cd "${1:-$root/.browser-carry}" && pwd)
-part_mib=${2:-48}
+part_mib=${2:-53}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -39,7 +39,8 @@ cp "$work"/x/usr/lib/chromium/{headless_command_resources.pak,icudtl.dat,v8_cont
   "$chromium/"
 cp "$work"/x/usr/lib/chromium/{libvulkan.so.1,libvk_swiftshader.so,vk_swiftshader_icd.json} "$chromium/"
 # the libraries' real files under their sonames (symlinks would not survive every copy)
-for pkgdir in "$work"/x/lib/x86_64-linux-gnu "$work"/x/usr/lib/x86_64-linux-gnu "$work"/x/usr/lib/x86_64-linux-gnu/pulseaudio; do
+multiarch=x86_64-linux-gnu
+for pkgdir in "$work/x/lib/$multiarch" "$work/x/usr/lib/$multiarch" "$work/x/usr/lib/$multiarch/pulseaudio"; do
   [ -d "$pkgdir" ] || continue
   for f in "$pkgdir"/*.so*; do
     [ -e "$f" ] || continue
@@ -53,7 +54,8 @@ missing=$(for f in "$chromium"/chromium-headless-shell "$chromium"/*.so* "$chrom
   readelf -d "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'
 done | sort -u | while read -r need; do
   case "$need" in
-    libc.so.6|libm.so.6|libdl.so.2|libpthread.so.0|librt.so.1|libresolv.so.2|ld-linux-x86-64.so.2|libstdc++.so.6|libgcc_s.so.1) ;;
+    libc.so.6|libm.so.6|libdl.so.2|libpthread.so.0|librt.so.1|libresolv.so.2|ld-linux-x86-64.so.2) ;;
+    libstdc++.so.6|libgcc_s.so.1) ;;
     *) [ -e "$chromium/lib/$need" ] || [ -e "$chromium/$need" ] || echo "$need" ;;
   esac
 done)

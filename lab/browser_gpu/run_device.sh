@@ -20,6 +20,11 @@ while read -r sum name; do
   [ -e "$scratch/parts/$name" ] && echo "$sum  $scratch/parts/$name" | sha256sum -c --status && have=$((have + 1))
 done < "$run/parts.sha256"
 if [ "$have" -lt "$need" ]; then
+  # what the machine has that the run will rely on, while the rest of the parts travel
+  ldd --version | head -1; nvidia-smi -L; ls /usr/local/nvidia/share/vulkan/icd.d/ 2>&1; df -h /dev/shm /tmp | tail -2
+  for lib in libvulkan.so.1 libGLdispatch.so.0 libX11.so.6 libglib-2.0.so.0 libnss3.so libstdc++.so.6; do
+    echo "$lib: $(ldconfig -p | grep -m1 "$lib" | sed 's/.*=> //')"
+  done
   echo "this machine has $have of the $need parts in $scratch/parts; send the call with the next part now"
   echo "(the machine must stay warm between these calls; if it was given back, start again with part-00)"
   exit 0
@@ -38,7 +43,11 @@ for candidate in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share
   /etc/vulkan/icd.d/nvidia_icd.json; do
   [ -e "$candidate" ] && { icd=$candidate; break; }
 done
-if [ -n "$icd" ]; then export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd; else icd="none found (the loader's defaults)"; fi
+if [ -n "$icd" ]; then
+  export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
+else
+  icd="none found (the loader's defaults)"
+fi
 export LD_LIBRARY_PATH="$tree/chromium/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DAWN_NODE="$tree/node/dawn.node"
 echo "Vulkan driver manifest: $icd"

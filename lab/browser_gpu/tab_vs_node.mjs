@@ -107,13 +107,19 @@ class DevTools {
     const id = this.nextId++;
     this.input.write(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }) + '\0');
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => { this.waiting.delete(id); reject(new Error(`${method}: no answer in ${timeoutMs / 1000} s`)); }, timeoutMs);
+      const timer = setTimeout(() => {
+        this.waiting.delete(id);
+        reject(new Error(`${method}: no answer in ${timeoutMs / 1000} s`));
+      }, timeoutMs);
       this.waiting.set(id, { resolve, reject, method, timer });
     });
   }
 
   closed(why) {
-    for (const call of this.waiting.values()) { clearTimeout(call.timer); call.reject(new Error(`${call.method}: ${why}`)); }
+    for (const call of this.waiting.values()) {
+      clearTimeout(call.timer);
+      call.reject(new Error(`${call.method}: ${why}`));
+    }
     this.waiting.clear();
   }
 }
@@ -129,7 +135,8 @@ async function evaluate(devtools, sessionId, expression, timeoutMs) {
 
 // the page's module has loaded; until the page has an execution context at all, evaluate is refused, so ask again
 async function pageReady(devtools, sessionId) {
-  const ready = 'new Promise((ok) => { const wait = () => window.benchReady ? ok(true) : setTimeout(wait, 50); wait(); })';
+  const ready = `new Promise((ok) => {
+    const wait = () => window.benchReady ? ok(true) : setTimeout(wait, 50); wait(); })`;
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
@@ -232,7 +239,9 @@ async function main() {
   fs.mkdirSync(logs, { recursive: true });
   const want = option('--want', 'gpu');
   const sets = option('--flag-sets', 'vulkan,vulkan-min,vulkan-angle-gl,default').split(',');
-  for (const name of sets) if (!FLAG_SETS[name]) throw new Error(`no flag set "${name}"; known: ${Object.keys(FLAG_SETS)}`);
+  for (const name of sets) {
+    if (!FLAG_SETS[name]) throw new Error(`no flag set "${name}"; known: ${Object.keys(FLAG_SETS).join(', ')}`);
+  }
 
   const node = runNode();
   console.log(`Node + Dawn adapter: ${describe(node)}`);

@@ -9,7 +9,8 @@
 //   encode_us          µs of JS time per dispatch to encode and submit that pass (no waiting)
 //   submit_wait_us     an empty submit and onSubmittedWorkDone, round trip
 //   readback_4B_us     one dispatch + a 4-byte copy + submit + mapAsync + read + unmap (the engine's per-token sync)
-//   write_buffer_GBps  queue.writeBuffer of 512 MiB (64 when small) in chunks of 1, 16 and 64 MiB, up to the GPU's finish
+//   write_buffer_GBps  queue.writeBuffer of 512 MiB (64 when small) in chunks of 1, 16 and 64 MiB, up to the GPU's
+//                      finish
 //   read_back_GBps     a 64 MiB copy into a mappable buffer, mapAsync, and the bytes copied into JS memory
 //   stream_read_GBps   a kernel that reads a buffer of up to 1 GiB once (the best of a few launch shapes)
 
@@ -67,7 +68,8 @@ async function dispatchCost(device, record) {
     many.push(m.total); encode.push(m.encode);
     few.push((await run(10)).total);
   }
-  return { us: (median(many) - median(few)) * 1000 / 990, encodeUs: median(encode) * 1000 / 1000, totalMs: median(many) };
+  // ms per 1,000 dispatches is µs per dispatch
+  return { us: (median(many) - median(few)) * 1000 / 990, encodeUs: median(encode), totalMs: median(many) };
 }
 
 async function dispatchFigures(device) {
@@ -162,7 +164,9 @@ async function writeFigures(device, total) {
     for (let i = 0; i < chunk.length; i += 4096) chunk[i] = i & 255;
     const once = async () => {
       const t0 = performance.now();
-      for (let done = 0; done < total; done += chunk.length) device.queue.writeBuffer(target, done % (256 * MiB), chunk);
+      for (let done = 0; done < total; done += chunk.length) {
+        device.queue.writeBuffer(target, done % (256 * MiB), chunk);
+      }
       await device.queue.onSubmittedWorkDone();
       return performance.now() - t0;
     };
@@ -242,7 +246,8 @@ async function streamReadFigure(device, largest) {
     stream_read_shape: `${best.lanes} lanes x ${best.perLane} vec4 per lane` };
 }
 
-// options.small: smaller transfers and reads, for CPU adapters (lavapipe, SwiftShader) where the full sizes take minutes
+// options.small: smaller transfers and reads, for CPU adapters (lavapipe, SwiftShader), where the full sizes take
+// minutes
 export async function measureCosts(gpu, options = {}) {
   const writeTotal = options.small ? 64 * MiB : 512 * MiB;
   const largestRead = options.small ? 64 * MiB : 1024 * MiB;
