@@ -195,7 +195,8 @@ async function attempt(setup, name, flags, measure) {
     await pageReady(devtools, sessionId);
     record.probe = await evaluate(devtools, sessionId, 'window.probeAdapter()', 60_000);
     if (measure(record.probe)) {
-      record.result = await evaluate(devtools, sessionId, `window.measureCosts(${JSON.stringify({ small })})`, 180_000);
+      const call = `window.measureCosts(${JSON.stringify({ small })})`;
+      record.result = await evaluate(devtools, sessionId, call, 180_000);
     }
   } catch (error) {
     record.error = error.message;
