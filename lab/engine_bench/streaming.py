@@ -125,7 +125,7 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
             "prefetch_guess": dec.stats["prefetch_guess"],
             # the last decoded token's routed ids as the engine read them back, and which trace step it was
             "trace_steps": dec.trace_steps if trace else None,
-            "last_routed_ids": [list(dec._prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],
+            "last_routed_ids": [list(dec.prefetch.prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],
         }
     finally:
         dec.release()

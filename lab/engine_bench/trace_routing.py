@@ -11,22 +11,24 @@ import struct
 
 from py_engine.engine.expert_pool import StreamingKernels
 from py_engine.engine.store_decoder import StoreDecoder
-from py_engine.gpu.buffers import storage_buffer, write_buffer
+from py_engine.gpu.buffers import storage_buffer, uniform_buffer, write_buffer
 from . import bench_pipelines
 
 
 class TraceKernels(StreamingKernels):
     trace_row = None
 
-    def _residency_check(self, dl, layer, k, route_ids):
+    def residency_check(self, dl, layer, k, route_ids):
         if self.trace_row is None:
             self.trace_row = storage_buffer(self.gpu, 4 * k * self.pool.n_layers, "bench.trace_row")
             self.bench_pipes = bench_pipelines(self.gpu)
-        pipe = self.bench_pipes.get("bench_trace_route.wgsl")
-        params = self._params("4I", layer * k, k, 0, 0, label=f"trace_route-{layer}")
+        shader = "bench_trace_route.wgsl"
+        pipe = self.bench_pipes.get(shader)
+        params = uniform_buffer(self.gpu, self.bench_pipes.params_layout(shader).pack({"base": layer * k, "k": k}),
+                                f"trace_route-{layer}")
         bg = self.bench_pipes.bind_group(pipe, {0: params, 1: self.trace_row, 2: route_ids}, f"trace_route-{layer}")
         dl.dispatch(pipe, bg, 1, 1, 1, f"bench_trace_route-{layer}")
-        super()._residency_check(dl, layer, k, route_ids)
+        super().residency_check(dl, layer, k, route_ids)
 
 
 class TraceStoreDecoder(StoreDecoder):

@@ -142,7 +142,7 @@ class StoreDecoder(Decoder):
         self._pending = []
         self.prefetch_depth = opts.prefetch_depth
         self.prefetch_guess = opts.prefetch_guess if opts.prefetch_depth else None
-        prefetch = Prefetcher(self, opts.prefetch_depth, self.prefetch_guess, opts.prefetch_wait)
+        self.prefetch = prefetch = Prefetcher(self, opts.prefetch_depth, self.prefetch_guess, opts.prefetch_wait)
         self.early_stop = EarlyStopRunner(self, self.guarded, prefetch) if self.guarded is not None else None
         # after finish(): the per-layer runner's segments copy the finished residency checks
         cut = opts.routing == "per_layer" or (not full and opts.routing != "early_stop")

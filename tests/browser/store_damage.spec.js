@@ -77,7 +77,7 @@ test('a byte flipped in OPFS is found at load, named, repaired from the source o
     // an expert record: found when the stored model loads
     await freshPage(page);
     await flipStoredByte(page, MODEL, 'experts.bin', record);
-    await load(page, `stored:${MODEL}`);
+    await load(page, `served:${MODEL}`); // stored and complete: Load opens the store, no download
     const error = page.locator('#chat-error');
     await expect(error).toContainText('is damaged');
     await expect(error).toContainText('experts.bin record of layer 1, expert 2');
@@ -98,10 +98,12 @@ test('a byte flipped in OPFS is found at load, named, repaired from the source o
     await freshPage(page);
     const plane = m.layout.dense.planes[1];
     await flipStoredByte(page, MODEL, 'dense.bin', plane.offset + 3);
-    await load(page, `stored:${MODEL}`);
+    await load(page, `served:${MODEL}`); // stored and complete: Load opens the store, no download
     await expect(error).toContainText(`dense.bin plane ${plane.tensor}:${plane.kind}`);
-    await page.locator(`#stored-models li[data-model="${MODEL}"] button`).click();
-    await expect(page.locator(`#model-select option[value="stored:${MODEL}"]`)).toHaveCount(0);
+    const row = page.locator(`#stored-models li[data-model="${MODEL}"]`);
+    await row.getByRole('button', { name: 'Remove from disk' }).click();
+    await row.getByRole('button', { name: 'Remove', exact: true }).click();
+    await expect(row).toHaveCount(0);
     expect((await chatState(page)).models.stored.map((s) => s.name)).not.toContain(MODEL);
   } finally {
     await context.close();
