@@ -257,7 +257,7 @@ def test_kernels_run_on_a_device_without_shader_f16(kernel_run):
     for case in c.spec:  # each case's outputs came back from the device (a failed compile or dispatch raises there)
         for name in case["outputs"]:
             assert (c.dir / f"out_{case['name']}_{name}.bin").is_file(), (case["name"], name)
-    shaders = sorted((Path(__file__).resolve().parent.parent / "shaders").glob("*.wgsl"))
+    shaders = sorted((Path(__file__).resolve().parents[2] / "shaders").rglob("*.wgsl"))
     assert shaders
     assert not [p.name for p in shaders if re.search(r"^\s*enable\s+f16\b", p.read_text(encoding="utf-8"), re.M)]
 

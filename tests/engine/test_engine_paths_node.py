@@ -27,7 +27,7 @@ from py_engine.gguf.types import GGMLType
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # test_gguf.py
 from test_gguf import craft_from_header  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")

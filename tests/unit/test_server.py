@@ -30,7 +30,7 @@ from diskformer.ranges import WHOLE, ByteRange, RangeNotSatisfiable, parse_range
 from diskformer.safe_paths import BadRequestPath, NotServed, split_raw_path
 from diskformer.server import create_app
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GIB = 1 << 30
 BIG_SIZE = 5 * GIB
 SECRET = b"top-secret-outside-the-roots"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from diskformer.engine_wheel import source_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "py_engine"
 PROGRAMS = ENGINE / "js_programs"
 _LOAD = re.compile(r'load_program\("([^"]+)"\)')

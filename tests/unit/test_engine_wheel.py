@@ -6,7 +6,7 @@ from pathlib import Path
 
 from diskformer import engine_wheel
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _wheel_names(root) -> list:

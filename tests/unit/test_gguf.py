@@ -17,7 +17,7 @@ from py_engine.gguf import (BLOCK_LAYOUTS, GGMLType, GGUFError, GGUFHeader, GGUF
                             read_gguf_file, read_header_async, read_header_sync, split_q4_0, split_q8_0,
                             tensor_byte_range)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUMS = REPO.parent / "shared" / "fixtures" / "models" / "SHA256SUMS"
 FIXTURE_NAMES = sorted(line.split()[1] for line in SUMS.read_text().splitlines() if line.strip())
 

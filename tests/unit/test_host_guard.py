@@ -12,7 +12,7 @@ import uvicorn
 from diskformer.host_guard import GuardedH11Protocol, host_allowed
 from diskformer.ranges import RangeNotSatisfiable, parse_range
 from diskformer.server import create_app, server_config
-from tests.test_server import make_repo
+from test_server import make_repo  # same folder
 
 
 class FastGuard(GuardedH11Protocol):

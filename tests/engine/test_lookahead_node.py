@@ -24,7 +24,7 @@ from py_engine.store.local import DirectoryStorage, FileSource
 gguf = pytest.importorskip("gguf")
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
-DEMO = Path(__file__).resolve().parents[1] / "demo" / "diskformer-demo-qwen35moe-q8_0.gguf"
+DEMO = Path(__file__).resolve().parents[2] / "demo" / "diskformer-demo-qwen35moe-q8_0.gguf"
 IDS = [5, 17, 3, 250, 9, 1, 77, 42, 8, 100, 12, 64]  # prompt; the rest teacher-forced
 FORCED = [3, 9, 200, 17, 5, 31, 2, 88, 4, 60]
 POOL = {"pool_fraction": 0.5, "prefill_chunk": 1}

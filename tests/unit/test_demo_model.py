@@ -8,7 +8,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "demo" / "diskformer-demo-qwen35moe-q8_0.gguf"
 WORDS = REPO / "demo" / "training-words.txt"
 MAX_BYTES = 12 * 1024 * 1024

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "lab/browser_gpu/tab_vs_node.mjs"
 CHROMIUM = os.environ.get("DISKFORMER_CHROMIUM", "/usr/bin/chromium")
 FIGURES = ("dispatch_empty_us", "dispatch_chained_us", "dispatch_rebind_chained_us", "encode_us", "submit_wait_us",

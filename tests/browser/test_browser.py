@@ -16,7 +16,7 @@ import pytest
 
 from py_engine import boot
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # A guard against a hung browser or server only: Playwright's own per-test timeouts (playwright.config.js, and the
 # specs' test.setTimeout) bound each test. engine.spec.js runs 12 tests (~7 min alone on 2 cores, 15 min beside
 # other work, over 10 min on a slower CI machine), so the guard allows a whole spec of slow tests.

@@ -18,7 +18,7 @@ from diskformer.gate.compare import STOP, compare_reply
 from diskformer.gate.make_refs import build, dumps
 from diskformer.gate.refs import RefsError, load_refs, parse_refs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GATE = REPO / "tests" / "gate"
 REFS = GATE / "micro-qwen3moe-f32.gate.json"  # the page's default f16 KV cache: tolerance 0.02
 REFS_KV32 = GATE / "micro-qwen3moe-f32.kv-f32.gate.json"  # f32 KV cache: tolerance 0.002, every step compared
