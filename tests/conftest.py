@@ -1,6 +1,7 @@
 """Shared pytest fixtures: where the repo, the shared folder and the generated fixture models are."""
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,14 @@ def gemma4_models() -> Path:
 @pytest.fixture(scope="session")
 def refs_dir() -> Path:
     return REFS
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every *_node.py test runs the engine in Node (Pyodide + Dawn): one skip for all of them where Node is missing,
+    instead of a preamble in each file."""
+    if shutil.which("node") is not None:
+        return
+    missing = pytest.mark.skip(reason="node is not installed (the Pyodide + Dawn tests run in Node)")
+    for item in items:
+        if item.path.name.endswith("_node.py"):
+            item.add_marker(missing)

@@ -1,13 +1,11 @@
 """The lab's engine side in Pyodide: absent from the engine as the page gets it, importable beside it when a run
 asks for it (the bench's runs), with its own kernels found by the bench's loader and none in the engine's folder."""
-import shutil
 
 import pytest
 
 from diskformer.node_engine import NodeEngineError, run_in_node
 from lab import ENGINE_SIDE
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 CODE = """
 import importlib.util

@@ -13,14 +13,11 @@ l2_prefetch.mjs: a product after a dispatch whose extra workgroups read its weig
 bits; call_costs.mjs: the host's cost of each call mix, and of one bind group per layer).
 """
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
 def _run(*args) -> list:

@@ -1,13 +1,9 @@
 """lab/logit_bits.py, the bit-identity check between engine states: a dump of one fixture model runs (so the tool
 cannot rot), two dumps of one state agree bit for bit, and a changed bit, a missing file or a shorter file is found."""
-import shutil
 
 import numpy as np
-import pytest
 
 from lab import logit_bits
-
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
 def test_dump_twice_gives_the_same_bits_and_compare_finds_changes(fixture_models, tmp_path, capsys):

@@ -5,7 +5,6 @@ and the f16-KV limits (f16 cache); the Q8_0 files to the statistical f32-activat
 every model (start-up and shader compilation cost seconds).
 """
 import json
-import shutil
 from unittest import mock
 
 import numpy as np
@@ -14,7 +13,6 @@ import pytest
 from diskformer.reference import protocol
 from node_helpers import engine_logits, run_teacher_forced
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 JOBS = [("micro-qwen3moe-f32", "f32"), ("micro-qwen3moe-f32", "f16"), ("micro-qwen3moe", "f16"),
         ("tiny-qwen3moe", "f16")]

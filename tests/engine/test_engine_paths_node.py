@@ -12,7 +12,6 @@ lavapipe, one Node process for the runs).
 """
 import asyncio
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from py_engine.store.local import DirectoryStorage, FileSource
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # test_gguf.py
 from test_gguf import craft_from_header  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 STORE_MODELS = ["micro-qwen3moe", "micro-qwen35moe"]
 VARIANTS = {"gpu": {}, "cpu": {"routing": "per_layer"}, "min": {"budget": "min", "routing": "per_layer"}}

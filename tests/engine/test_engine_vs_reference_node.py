@@ -14,7 +14,6 @@ cache the f16 rounding of K/V puts both ~1e-4 .. 3e-3 away from the refs' f32-ca
 Prompt 0 of each model, teacher-forced along llama.cpp's greedy ids, up to the first router near-tie (past one, an
 f32 engine may pick the other expert and every later logit moves by O(1)); one Node process runs every model.
 """
-import shutil
 
 import numpy as np
 import pytest
@@ -24,7 +23,6 @@ from diskformer.reference import protocol
 from diskformer.reference.model import ReferenceModel
 from diskformer.reference.options import Options
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 MODELS = ["micro-qwen3moe-f32", "micro-qwen3moe", "tiny-qwen3moe", "qwen3vocab-qwen3moe",
           "micro-qwen35moe-f32", "micro-gqa-qwen35moe-f32", "micro-qwen35moe", "micro-gqa-qwen35moe",

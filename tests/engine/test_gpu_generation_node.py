@@ -5,7 +5,6 @@ llama.cpp to ~1e-5) answers the refs' ChatML prompt greedily and must reproduce 
 turn reuses the cached prefix (truncating the KV cache) and must equal the same turn computed from a reset state;
 the top-k candidates agree with the refs' step-0 logits; an abort keeps the text so far.
 """
-import shutil
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ from diskformer.node_engine import run_in_node
 from diskformer.reference import protocol
 from lab import ENGINE_SIDE
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 STEM = "micro-qwen3moe-f32"
 QUESTION = "Explain in one sentence what a mixture-of-experts model is."

@@ -3,15 +3,12 @@ through Node's fs gives the store's bytes in the order asked, a truncated expert
 engine picks this reader when it runs under Node."""
 import asyncio
 import hashlib
-import shutil
 
-import pytest
 
 from diskformer.node_engine import run_in_node
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 CODE = """
 import hashlib, json

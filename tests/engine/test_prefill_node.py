@@ -8,7 +8,6 @@ protocol; the store engine with the smallest expert pool (the union of each chun
 in groups the pool can hold) must match too, with its pool intact afterwards.
 """
 import asyncio
-import shutil
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from py_engine.gguf import read_gguf_file
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 # (stem, kv): F32 fixtures with the exact cache (the tightest comparison), Q8_0 ones from a store with the minimum pool
 GGUF = [("micro-qwen3moe-f32", "f32"), ("micro-qwen35moe-f32", "f32")]

@@ -7,7 +7,6 @@ limits with an f32 KV cache and to the f16-KV limits with the default f16 cache;
 f32-activation limits. One Node process runs every job (start-up and shader compilation cost seconds).
 """
 import json
-import shutil
 from unittest import mock
 
 import numpy as np
@@ -19,7 +18,6 @@ from diskformer.reference.model import ReferenceModel
 from diskformer.reference.options import Options
 from node_helpers import engine_logits, run_teacher_forced
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 F32_MODELS = ["micro-qwen35moe-f32", "micro-gqa-qwen35moe-f32"]
 Q8_MODELS = ["micro-qwen35moe", "micro-gqa-qwen35moe", "tiny-qwen35moe", "wide-qwen35moe", "qwen3vocab-qwen35moe"]

@@ -9,8 +9,6 @@ import pytest
 
 from diskformer.cli import main as cli
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-
 
 @pytest.fixture(scope="module")
 def store(fixture_models, tmp_path_factory):

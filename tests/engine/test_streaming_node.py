@@ -8,7 +8,6 @@ add up (syncs, misses, bytes), and a budget one byte short of the minimum must b
 """
 import asyncio
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from py_engine.engine.budget import BudgetTooSmall, plan_budget
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 MODELS = ["micro-qwen3moe", "tiny-qwen3moe", "micro-qwen35moe"]
 PROMPTS = (0, 1)

@@ -4,7 +4,6 @@ odd block counts, row bands, bands cut into several scratch pieces and a 2-D dis
 as stored; the split scratch is freed once the synchronous load has returned; write_bytes pads an odd tail.
 """
 import random
-import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from diskformer.node_engine import run_in_node
 from py_engine.gguf import split_q8_0
 from gguf_craft import STR, Craft
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 Q8_0, F32 = 8, 0
 # name -> (dims as GGUF stores them (contiguous axis first), type)

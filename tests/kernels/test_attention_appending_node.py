@@ -9,7 +9,6 @@ in the same dispatch) would differ. Positions sit around split and chunk edges; 
 lavapipe (a CPU adapter takes one split). Each form is also checked against float64 at the last position.
 """
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -18,7 +17,6 @@ from diskformer.node_engine import run_in_node
 from diskformer.reference import layers
 from node_helpers import KERNEL_HARNESS
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 

@@ -9,7 +9,6 @@ one 64-position block per row; f16 and f32 KV caches; each row's positions split
 GPU's form) over two rounds, and rows shorter than one part's block.
 """
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -17,7 +16,6 @@ import pytest
 from diskformer.node_engine import run_in_node
 from node_helpers import KERNEL_HARNESS
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels

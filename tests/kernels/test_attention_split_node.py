@@ -8,7 +8,6 @@ the GPU's split cap (32) also on lavapipe, which by itself takes one split (a CP
 runs every case (start-up costs seconds).
 """
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from diskformer.node_engine import run_in_node
 from node_helpers import KERNEL_HARNESS
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 

@@ -1,7 +1,6 @@
 """RMSNorm fused into a product's staging (matvec norm=, xn_out=) on a real WebGPU device against numpy and against
 the same norm and product as two dispatches."""
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -10,7 +9,6 @@ from diskformer.node_engine import run_in_node
 from diskformer.reference.layers import fake_quantize_q8_0 as fq  # what Q8_0 products do to their input
 from kernel_cases import CASES_NODE_CODE, Case, close
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 # --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
 # Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product; Q8_0

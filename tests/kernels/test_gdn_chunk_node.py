@@ -5,7 +5,6 @@ from the state the first one left, as a prompt's chunks do.
 """
 import json
 import math
-import shutil
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ from diskformer.node_engine import run_in_node
 from diskformer.reference import layers
 from node_helpers import KERNEL_HARNESS
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels

@@ -8,7 +8,6 @@ of a longer recorded one (rows past n neither written nor kept), and a channel c
 workgroup. After each chunk the ring holds the last K inputs in their slots (position q in slot q % K).
 """
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ import pytest
 from diskformer.node_engine import run_in_node
 from node_helpers import KERNEL_HARNESS
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels

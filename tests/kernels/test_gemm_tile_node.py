@@ -13,7 +13,6 @@ The int8 tile also gets rows already fake-quantised (as fake_quantize_q8_0 write
 zero blocks, f16-subnormal and large scales and a dominant value.
 """
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -22,7 +21,6 @@ from diskformer.node_engine import run_in_node
 from node_helpers import KERNEL_HARNESS, q8_row_words
 from diskformer.reference.layers import fake_quantize_q8_0
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_k_slices, gemm_token_tile
@@ -297,8 +295,6 @@ def test_token_tile_follows_the_chunk(tile_run):
 
 def test_row_view_refused_where_rows_cannot_be_offset(tile_run):
     assert "embed_rows cannot read a row view" in tile_run[2]["refused"]
-
-
 
 
 def test_small_products_split_along_k_on_a_gpu(tile_run):

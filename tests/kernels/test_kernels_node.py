@@ -5,7 +5,6 @@ through py_engine.gpu and writes the outputs back; numpy checks them here.
 """
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ from diskformer.node_engine import run_in_node
 from kernel_cases import CASES_NODE_CODE, Case, close
 from diskformer.reference.layers import fake_quantize_q8_0 as fq  # what Q8_0 products do to their input
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 def rope_neox(x, pos, n_rot, base):
     x = x.astype(np.float64).copy()

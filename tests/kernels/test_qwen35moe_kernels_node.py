@@ -10,7 +10,6 @@ start a fresh sequence whatever state the buffers hold).
 """
 import json
 import math
-import shutil
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from diskformer.node_engine import run_in_node
 from node_helpers import KERNEL_HARNESS
 from diskformer.reference import layers
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu import qwen35_kernels
