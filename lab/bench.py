@@ -196,8 +196,8 @@ def _js_gc(g: dict, steps_ms=None) -> str:
     return text
 
 
-# steal above this share of a run's wall time, summed over the host's CPUs: the twentieth round's slow host runs
-# (docs/benchmarks.md) lost 0.3-2.4 s in ~15 s runs, its fast one 0.01 s
+# steal above this share of a run's wall time, summed over the host's CPUs: slow H100 host runs
+# (docs/results/2026-12-06-h100-host-and-lead-ops.json) lost 0.3-2.4 s in ~15 s runs, its fast one 0.01 s
 STEAL_NOTED_MS_PER_S = 5.0
 
 

@@ -1,5 +1,5 @@
 """Whether two engine states give the same logits, bit for bit: the check behind "the same bits" in
-docs/benchmarks.md when a kernel changes its form but not its arithmetic.
+docs/results/ when a kernel changes its form but not its arithmetic.
 
     python lab/logit_bits.py dump OUT [--models micro-qwen35moe,...] [--act q8|f32] [--kv f16|f32]
     python lab/logit_bits.py compare A B
@@ -8,7 +8,7 @@ docs/benchmarks.md when a kernel changes its form but not its arithmetic.
 prompt of each fixture model (fixtures/models, made by `bash scripts/test.sh` or ../shared/fixtures/make_models.py)
 and writes every step's raw f32 logits to OUT/<model>.<kv>.<prompt>.f32; `compare` reports the files of A that B
 lacks or holds other bits in (exit 1 if any). Dump at one commit, check out the other, dump again, compare.
-Bit identity holds per device: the driver may round another code shape differently (docs/benchmarks.md).
+Bit identity holds per device: the driver may round another code shape differently (route_variants.mjs's written-out loops on the H200).
 """
 import argparse
 import sys

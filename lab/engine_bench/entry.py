@@ -157,7 +157,8 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
         # chunk pipeline, buffers cleared on first use): timed apart, as llama-bench's warm-up run; then warm-up
         # prompts for at least WARMUP_MIN_MS in all and until two in a row agree within 10 % (at most
         # WARMUP_PREFILLS): the H200 idles at a 345 MHz SM clock and reaches its 1,980 only after ~0.2-0.3 s of
-        # work, the prompts before that taking ~5x the steady time, alike (docs/benchmarks.md, ninth round)
+        # work, the prompts before that taking ~5x the steady time, alike
+        # (docs/results/2026-12-03-h200-prefill-chunk.json)
         warmup_ms = []
         if dec.prefill is not None:
             while len(warmup_ms) < WARMUP_PREFILLS:

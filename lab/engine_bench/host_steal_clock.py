@@ -3,7 +3,7 @@ figure can say when its host-side times were slowed by work outside this machine
 
 On a virtual machine the physical CPUs under the vCPUs may also run other guests' work. Then every host-side step of
 the engine (Python, the FFI, the WebGPU calls, Dawn's submit) slows alike, by up to ~2x, for seconds at a time
-(docs/benchmarks.md, twentieth round: the decode's fast run lost 0.01 s to steal, its slow ones 0.3-2.4 s). Read
+(docs/results/2026-12-06-h100-host-and-lead-ops.json: the decode's fast run lost 0.01 s to steal, its slow ones 0.3-2.4 s). Read
 through Node's `fs` (Pyodide sees no /proc of its own); `available` is False elsewhere (a browser, not Linux)."""
 from pyodide.code import run_js
 

@@ -1,7 +1,8 @@
 // The prefill's DeltaNet recurrence over a chunk, kernel variants on the GPU at hand, at the real model's shape
 // (16 key heads, 32 value heads, 128 × 128 state per head, 512 rows): shaders/gdn_recurrent_cols.wgsl with 2 (the
 // engine's), 1, 4 or 8 lanes per value column; two also without the loads of the rows ahead (the arithmetic's own
-// bound). (The 256-lane layout of 8 lanes per column it replaced, 562 µs there, is in docs/benchmarks.md.)
+// bound). (The 256-lane layout of 8 lanes per column it replaced took 562 µs:
+// docs/results/2026-12-04-h200-gdn-prefill-layouts.json.)
 //   DAWN_NODE=path/dawn.node node lab/gpu_probes/gdn_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (median of repeats), µs per row, and the largest difference
 // of its outputs from the first variant's, relative to the largest |output|.

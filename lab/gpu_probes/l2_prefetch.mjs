@@ -1,5 +1,6 @@
 // Whether a product's weights can come into the L2 cache while the dispatch before it runs. Most of a decode
-// dispatch is a latency-bound chain that moves few bytes (docs/benchmarks.md: ~9 µs a dispatch against ~2 µs of
+// dispatch is a latency-bound chain that moves few bytes (docs/results/2026-12-05-h200-in-pass-costs.json: ~9 µs a
+// dispatch against ~2 µs of
 // bytes), and a product whose weights are in the L2 cache takes less (matvec_anatomy: the DeltaNet input product
 // 13.97 µs cold, 10.81 warm). So the dispatch before a product could carry extra workgroups that only read the
 // product's weights (a sidecar), in its shadow. This times that without a model, at the real shapes (the DeltaNet

@@ -1,6 +1,7 @@
 // Whether a lane's global loads stay in flight while its workgroup passes barriers. Three engine changes that issued
 // a product's (or the recurrence's) first loads before the staging of its input in workgroup memory made it slower
-// (twelfth round a9b8ca4 and de7434f; docs/benchmarks.md), as if a barrier waited for the lane's loads to return
+// (a9b8ca4 and de7434f; docs/results/2026-12-04-h200-fixed-costs.json), as if a barrier waited for the lane's loads to
+// return
 // (the staging's steps then follow the round trip instead of overlapping it). This times that alone, without a
 // model: each lane loads L vec4 words of a buffer the L2 cache does not hold (every dispatch its own slice) and
 // passes S steps of a staging (write workgroup memory, barrier, read a neighbour's word, barrier), in both orders,

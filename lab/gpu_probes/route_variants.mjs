@@ -7,7 +7,7 @@
 // (the ranking as its own dispatch). Each variant reports whether its activations and stored ids / weights are the
 // engine's bit for bit (the timing-only ones compute other values); on lavapipe all are (the test requires it), on
 // the H200 the written-out loops are not: the driver rounds by code shape. (The variants of the earlier ranking,
-// which took the softmax in every workgroup, are in docs/benchmarks.md with their figures.)
+// which took the softmax in every workgroup, are timed in docs/results/2026-12-04-h200-route-topk.json.)
 //   DAWN_NODE=path/dawn.node node lab/gpu_probes/route_variants.mjs [--tiny]
 // Prints one JSON line per variant: µs per dispatch (back-to-back dispatches in one pass, median of repeats) and
 // whether its outputs are the engine's.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool `run`, carry .gpu-carry .gl .whl): the benchmarks of docs/benchmarks.md.
+# On the GPU machine (device tool `run`, carry .gpu-carry .gl .whl): the figures of docs/performance.md (keep each run's
+# JSON as docs/results/DATE-GPU-FILE.json).
 #   bash .gpu-carry/run_bench.sh [LAYERS]      (default 8: the file llama.cpp's peer figures were measured on)
 set -u
 source .gpu-carry/setup_env.sh

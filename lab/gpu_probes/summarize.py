@@ -1,5 +1,5 @@
 """The device calls' archives as tables: `python lab/gpu_probes/summarize.py ab.tgz [diagnose.tgz ...]` (or the folders
-they were unpacked into) prints Markdown ready for docs/benchmarks.md.
+they were unpacked into) prints them as Markdown tables (for a results file and docs/performance.md).
 
 ab.tgz (ab.sh): per engine state, every run's decode tok/s (median step ms), the step's launch / wait medians, the
 back-to-back replays (µs per token, of which the encode + submit loop), prefill tok/s and measured / bound; then the

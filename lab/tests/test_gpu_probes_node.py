@@ -1,4 +1,4 @@
-"""The kernel benchmarks of lab/gpu_probes (run on the lent GPU for the figures in docs/benchmarks.md) in their --tiny
+"""The kernel benchmarks of lab/gpu_probes (run on the lent GPU for the figures in docs/results/) in their --tiny
 form on this machine's adapter, so they cannot rot: each must run the engine's current shaders and its variants must
 agree with their references (gemm_variants.mjs: a JS reference of the same arithmetic; gdn_variants.mjs: the engine's
 layout, against which the other layouts are compared; route_variants.mjs: the engine's routed gate/up product with

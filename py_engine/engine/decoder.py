@@ -34,7 +34,8 @@ MAX_TOKENS_PER_SUBMIT = 16
 
 # prompt tokens per batched prefill chunk on a GPU (prefill.py): on the H200 the 8-layer real-dimension file's
 # kernels take 26.2 ms per 512-token chunk against 16.7 per 256-token one (13.1 per 256 tokens: the GEMMs get twice
-# the token tiles; docs/benchmarks.md, ninth round); ~0.4 MB of GPU work buffers per chunk token at those dimensions
+# the token tiles; docs/results/2026-12-03-h200-prefill-chunk.json); ~0.4 MB of GPU work buffers per chunk token at
+# those dimensions
 DEFAULT_PREFILL_CHUNK = 512
 # A CPU adapter (SwiftShader, lavapipe) pays for every launched workgroup, the idle rows of a short prompt's chunk
 # included: 64 there (lavapipe, a 40-token prompt: 130 tok/s in chunks of 64, 74 in chunks of 256).
@@ -44,8 +45,8 @@ CPU_PREFILL_CHUNK = 64
 def default_prefill_chunk(gpu, cfg=None) -> int:
     """The prefill chunk when none is asked for: CPU_PREFILL_CHUNK on a CPU adapter; on a GPU DEFAULT_PREFILL_CHUNK,
     halved while a chunk would give the routed experts more than FEW_PICKS picks each on average (qwen3moe's 128
-    experts top-8: 256), where the few-picks kernels take 3.5x less time than the tiles (docs/benchmarks.md, ninth
-    round)."""
+    experts top-8: 256), where the few-picks kernels take 3.5x less time than the tiles
+    (docs/results/2026-12-03-h200-prefill-chunk.json)."""
     if gpu.cpu_adapter:
         return CPU_PREFILL_CHUNK
     chunk = DEFAULT_PREFILL_CHUNK
@@ -239,7 +240,8 @@ class Decoder:
         words = None if words_on_gpu else [0 if token is None else token, pos, pos + 1, int(self.kern.advance_step)]
         token_from = None if token is not None or words_on_gpu else argmax
         # one submit: the GPU has the step queued before this one to run while this is encoded, so pieces
-        # (splitEvery) would only add submit boundaries (~40 µs a token on an H100, docs/benchmarks.md)
+        # (splitEvery) would only add submit boundaries (~40 µs a token on an H100,
+        # docs/results/2026-12-05-h100-queued-submit.json)
         promise = helper().step(self.gpu.device, self.step_buf, words, ops, argmax, 0, self.argmax_stagings[ring], 8,
                                 token_from, ts, True, k)
         self.next_step_on_gpu = self.kern.advance_step

@@ -33,8 +33,8 @@ def gemm_token_tile(tokens: int) -> int:
 # A dense GEMM of fewer row x token tiles than 90 % of this (2 workgroups per SM of a 132-SM GPU) is split along K
 # toward it (gemm_k_slices) and keeps the token tile that covers the chunk: on the H200 (a 512-token chunk) the
 # 2048-row output products took 2.0x less time split in 3 at 64-token tiles than at the 16-token tiles they were
-# narrowed to before, the 4096-row z (256 tiles, not split) 1.7x less than at 32-token tiles (docs/benchmarks.md,
-# ninth round).
+# narrowed to before, the 4096-row z (256 tiles, not split) 1.7x less than at 32-token tiles 
+# (docs/results/2026-12-03-h200-prefill-chunk.json).
 GEMM_MIN_GROUPS = 264
 
 

@@ -33,7 +33,7 @@ class GpuUnavailable(RuntimeError):
 OPS_PER_SUBMIT = 24
 # ops in the first of those submits: the GPU idles until it is submitted, and a prompt chunk's first few dispatches
 # (its first product) outlast encoding the next piece; 4 took the 512-token prefill's mean ~1.2 % shorter on an
-# H100 than 24 (docs/benchmarks.md, twentieth round)
+# H100 than 24 (docs/results/2026-12-06-h100-host-and-lead-ops.json)
 LEAD_OPS = 4
 
 

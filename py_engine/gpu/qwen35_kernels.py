@@ -7,7 +7,8 @@ from .kernels import InputGate
 MAX_GDN_KEY_DIM = 256  # shaders/gdn_conv_recurrent.wgsl keeps one key head's q and k in workgroup memory
 # Value columns per workgroup of the one-token recurrence (shaders/gdn_lanes.wgsl): its 256 lanes split each column's
 # key rows over 256 / GDN_COLS lanes. 8 columns (512 workgroups, 4 rows per lane at dk 128) took ~38 µs per token
-# off 32 columns' (128 workgroups of 16 rows per lane) on the H200, and 4 or 16 did less: docs/benchmarks.md.
+# off 32 columns' (128 workgroups of 16 rows per lane) on the H200, and 4 or 16 did less
+# (docs/results/2026-12-04-h200-decode-kernels.json).
 GDN_COLS = 8
 
 

@@ -5,7 +5,8 @@ tests import it."""
 # Lanes per workgroup of a matvec.wgsl product whose staging is a gated input's (x_norm_gated / x_norm_sgate: a
 # per-head norm or sigmoid over all of x that every workgroup takes before its rows): 256 lanes share that work
 # over 4x the rows of 64. On an H100 the DeltaNet's ssm_out took 92.7 -> 63.7 µs a token, the attention's output
-# product and the recurrence together 90.6 -> 80.7 (docs/benchmarks.md, twenty-first round). Other products keep
+# product and the recurrence together 90.6 -> 80.7 (docs/results/2026-12-06-h100-wide-workgroups.json). Other products
+# keep
 # 64: the fused RMSNorm's arithmetic (rms_scale64.wgsl) is written for 64 lanes.
 GATED_INPUT_WG = 256
 
@@ -17,7 +18,8 @@ def matvec_workgroup(gated_input: bool) -> int:
 
 # Lanes per workgroup of moe_down_combine, at most: each workgroup stages (and quantises) all k + 1 experts'
 # activations for its rows, so 256 lanes (16 rows at 16 lanes a row) share one staging that 64 lanes did for 4. On an
-# H100 the 8 dispatches took 96.0 -> 80.2 µs a token (128 lanes: 84.9; docs/benchmarks.md, twenty-first round).
+# H100 the 8 dispatches took 96.0 -> 80.2 µs a token (128 lanes: 84.9;
+# docs/results/2026-12-06-h100-wide-workgroups.json).
 MOE_DOWN_WG = 256
 WORKGROUP_STORAGE = 16384  # bytes of workgroup memory every WebGPU device offers (maxComputeWorkgroupStorageSize)
 
@@ -34,7 +36,7 @@ def moe_down_workgroup(n_e: int, nb: int, rows_per: int = 1) -> int:
 
 # Lanes of argmax_final, the one workgroup that reduces the output head's (value, index) partials (~15.5k on a
 # 248k-token vocabulary): in 256 lanes each took ~61 in eight steps of dependent memory round trips (12.1 µs a token
-# on an H100, docs/benchmarks.md, twenty-fourth round); in 1024, ~15 in two, and the tree one level more.
+# on an H100, docs/results/2026-12-07-h100-argmax-1024.json); in 1024, ~15 in two, and the tree one level more.
 ARGMAX_WG = 1024
 ARGMAX_MIN_WG = 256  # every WebGPU device offers 256 invocations per workgroup
 

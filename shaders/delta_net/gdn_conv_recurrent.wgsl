@@ -115,7 +115,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   workgroupBarrier();
   // The column's SLICES partials summed by a tree, four to one per barrier (two to one where four do not divide):
   // every lane adding all SLICES of its column's partials itself cost the workgroup SLICES times the loads, ~1.7 µs
-  // a dispatch on an H100 (docs/benchmarks.md, twenty-second round).
+  // a dispatch on an H100 (docs/results/2026-12-06-h100-gdn-column-tree.json).
   for (var n = SLICES; n > 1u; ) {
     let f = select(2u, 4u, n % 4u == 0u);
     let q = n / f;

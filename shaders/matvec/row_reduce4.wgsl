@@ -8,7 +8,8 @@
 // With one row per lane group, four of the lane's blocks per step (the same additions in the same order as one at a
 // time): their loads are independent, so they are in flight together rather than one memory round trip per block.
 // With ROWS rows the rows' blocks are already that many loads in flight: one block per step (in the engine's profile
-// on the H200 the DeltaNet input product took 138 -> 132 µs per token so; docs/benchmarks.md, fifteenth round).
+// on the H200 the DeltaNet input product took 138 -> 132 µs per token so:
+// docs/results/2026-12-04-h200-decode-kernels.json).
 const BLOCKS_PER_STEP: u32 = select(1u, 4u, ROWS == 1u);
 
 fn rows_partial(row0: u32, lane: u32, base: u32, rows: u32, nb: u32) -> vec4<f32> {

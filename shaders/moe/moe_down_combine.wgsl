@@ -51,8 +51,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) ng: vec3<
   if (row0 < p.rows) {
     // The experts inside the lane's block loop (constant trip counts, unrolled): each step's N_E · ROWS block
     // loads are independent, so they are in flight together instead of one expert's round trip after another's
-    // (on the H200 the 8 dispatches took 114-115 -> 91 µs per token in the decode's pass: docs/benchmarks.md,
-    // sixteenth round). Each (expert, row) still adds its blocks in rows_partial's order: the same sums.
+    // (on the H200 the 8 dispatches took 114-115 -> 91 µs per token in the decode's pass:
+    // docs/results/2026-12-05-h200-in-pass-costs.json). Each (expert, row) still adds its blocks in rows_partial's
+    // order: the same sums.
     var acc: array<vec4<f32>, N_E>;
     for (var b = lane; b < p.nb; b += LANES) {
       for (var e = 0u; e < N_E; e++) {
