@@ -3,8 +3,9 @@
     backend = ReferenceBackend.from_gguf(path)            # or ReferenceBackend(ReferenceModel(...), n_ctx=...)
     gen = Generator(backend, backend.tokenizer, backend.arch)
 
-qwen3moe and gemma4 (attention only) can truncate: the KV caches drop their tail rows. qwen35moe has Gated DeltaNet layers
-whose state cannot be rolled back, so it reports supports_truncate = False and the generator resets it instead.
+qwen3moe and gemma4 (attention only) can truncate: the KV caches drop their tail rows. qwen35moe has Gated DeltaNet
+layers whose state cannot be rolled back, so it reports supports_truncate = False and the generator resets it
+instead.
 It also counts its prefill calls and tokens, which the tests use to check prefix reuse.
 """
 from __future__ import annotations
