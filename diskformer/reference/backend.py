@@ -3,8 +3,9 @@
     backend = ReferenceBackend.from_gguf(path)            # or ReferenceBackend(ReferenceModel(...), n_ctx=...)
     gen = Generator(backend, backend.tokenizer, backend.arch)
 
-qwen3moe (attention only) can truncate: the KV caches drop their tail rows. qwen35moe has Gated DeltaNet layers
-whose state cannot be rolled back, so it reports supports_truncate = False and the generator resets it instead.
+qwen3moe and gemma4 (attention only) can truncate: the KV caches drop their tail rows. qwen35moe has Gated DeltaNet
+layers whose state cannot be rolled back, so it reports supports_truncate = False and the generator resets it
+instead.
 It also counts its prefill calls and tokens, which the tests use to check prefix reuse.
 """
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from py_engine.gguf import read_gguf_file
-from py_engine.models.registry import architecture
 from py_engine.tokenizer import Tokenizer
 
 from .cache import KVCache
@@ -33,7 +33,8 @@ class ReferenceBackend:
         self.vocab_size = cfg.n_vocab
         # the whole row is at hand here, so serve any width (sampling over the full vocabulary is then exact)
         self.max_candidates = int(max_candidates if max_candidates is not None else cfg.n_vocab)
-        self.supports_truncate = architecture(cfg.arch).attention_only
+        # no recurrent layer: the KV caches can drop their tail rows (gemma4 too, which the registry does not list yet)
+        self.supports_truncate = not any(cfg.recurrent)
         self.tokenizer = tokenizer
         self._logits = None
         self.prefill_calls = []  # (start_pos, n_tokens) of every prefill, for tests and tools

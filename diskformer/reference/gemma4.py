@@ -9,8 +9,8 @@ Per layer (every norm is RMSNorm with the stored weight as is, no +1):
 
 Attention: q = q_norm(Wq x) per head, k = k_norm(Wk x) per head, v = rms(Wv x) per head without a weight (global
 layers have no Wv: v = rms(Wk x), the raw K projection); NeoX RoPE on q and k; scale 1.0 (the norms replace
-1/sqrt(d)). Sliding-window layers: head_dim key_length_swa, rope base freq_base_swa on their whole head, a key is
-masked when pos_q - pos_k >= sliding_window. Global layers: head_dim key_length, rope over the whole head with
+1/sqrt(d)). Sliding-window layers: head_dim_swa, rope base rope_base_swa on their whole head, a key is masked
+when pos_q - pos_k >= n_swa. Global layers: head_dim, rope over the whole head with
 each pair's angle divided by rope_freqs (1 for the rotated pairs, 1e30 for the rest: "proportional" rope).
 
 Router: logits = ffn_gate_inp(rms(h) / sqrt(hidden) * ffn_gate_inp.scale) -> softmax -> top-k -> renormalised
@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from py_engine.models.gemma4.config import Gemma4Config
+
 from .cache import KVCache
-from .gemma4_config import Gemma4Config
 from .layers import Params, causal_attention, gelu_fp16_table, gelu_tanh, rms_norm, rope_neox, softmax
 
 
@@ -35,12 +36,12 @@ class Attention:
         self.wo = params.linear(f"{prefix}.attn_output.weight")
         self.q_norm = params.vector(f"{prefix}.attn_q_norm.weight")
         self.k_norm = params.vector(f"{prefix}.attn_k_norm.weight")
-        self.n_head, self.n_kv, self.head_dim = cfg.head_count, cfg.head_count_kv[layer], cfg.head_dim(layer)
-        self.n_rot = cfg.n_rot(layer)
-        self.rope_base = cfg.rope_base(layer) * params.options.rope_base_scale
-        self.window = cfg.sliding_window if cfg.is_sliding(layer) else None
+        self.n_head, self.n_kv, self.head_dim = cfg.n_head, cfg.n_head_kv[layer], cfg.layer_head_dim(layer)
+        self.n_rot = cfg.layer_n_rot(layer)
+        self.rope_base = cfg.layer_rope_base(layer) * params.options.rope_base_scale
+        self.window = cfg.n_swa if cfg.is_swa(layer) else None
         # proportional rope: the angle of pair i is divided by rope_freqs[i]; as a multiplier on the angles
-        self.pair_scale = None if cfg.is_sliding(layer) else 1.0 / params.vector("rope_freqs.weight")
+        self.pair_scale = None if cfg.is_swa(layer) else 1.0 / params.vector("rope_freqs.weight")
         self.eps = cfg.rms_eps * params.options.rms_eps_scale
 
     def __call__(self, x, cache: KVCache, positions):
@@ -67,9 +68,9 @@ class RoutedExperts:
         self.gate_up = params.experts(f"{prefix}.ffn_gate_up_exps.weight")
         self.down = params.experts(f"{prefix}.ffn_down_exps.weight")
         self.down_scale = params.vector(f"{prefix}.ffn_down_exps.scale")
-        self.n_used = cfg.expert_used_count
-        self.n_ff = cfg.expert_feed_forward_length
-        self.input_scale = float(np.float32(1.0) / np.sqrt(np.float32(cfg.embedding_length)))
+        self.n_used = cfg.n_expert_used
+        self.n_ff = cfg.n_ff_exp
+        self.input_scale = float(np.float32(1.0) / np.sqrt(np.float32(cfg.n_embd)))
         self.renormalize = params.options.renormalize_experts
         self.eps = cfg.rms_eps * params.options.rms_eps_scale
         self.gelu = gelu
@@ -123,8 +124,8 @@ class Block:
         self.kv_f16 = params.options.kv_f16
 
     def new_state(self):
-        d = self.cfg.head_dim(self.layer)
-        return KVCache(self.cfg.head_count_kv[self.layer], d, d, self.dtype, self.kv_f16)
+        d = self.cfg.layer_head_dim(self.layer)
+        return KVCache(self.cfg.n_head_kv[self.layer], d, d, self.dtype, self.kv_f16)
 
     def _dense(self, x):
         return self.ffn_down(self.gelu(self.ffn_gate(x)) * self.ffn_up(x))

@@ -40,8 +40,8 @@ class ReferenceModel:
             params.linear("token_embd.weight")
         self.eps = self.config.rms_eps * self.options.rms_eps_scale
         # gemma4: the embedding is scaled by sqrt(hidden), the logits soft-capped (neither for the qwen models)
-        self.embedding_scale = getattr(self.config, "embedding_scale", 1.0)
-        self.softcap = getattr(self.config, "final_logit_softcapping", 0.0)
+        self.embedding_scale = getattr(self.config, "embd_scale", 1.0)
+        self.softcap = getattr(self.config, "f_final_logit_softcapping", 0.0)
         self.reset()
 
     def reset(self):

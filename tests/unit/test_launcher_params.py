@@ -192,3 +192,20 @@ def test_a_wrong_field_is_refused(gpu_modules):
     dl = m.commands.DispatchList()
     with pytest.raises(ValueError, match=r"add.wgsl: parameters do not match .*unknown count.*missing n"):
         kern.record(dl, "add.wgsl", {}, {1: _buf(), 2: _buf()}, 1, "add", {"count": 4})
+
+
+def test_q4_launchers(gpu_modules):
+    m = gpu_modules
+    gpu, _, kern = _setup(m)
+    q4 = importlib.import_module("py_engine.gpu.q4_kernels")
+    dl = m.commands.DispatchList()
+    b = _buf
+    w = m.kernels.GpuMatrix("w", "q4", 96, 128, [(0, 64, {3: b(), 4: b()}), (64, 32, {3: b(), 4: b()})])
+    for q8_act in (True, False):
+        kern.q8_act = q8_act
+        q4.q4_matvec(kern, dl, w, b(), b(), accumulate=True)
+        q4.q4_matvec(kern, dl, w, b(), b(), norm=(b(), 1e-6))
+    q4.embed_scaled(kern, dl, m.kernels.GpuMatrix("emb", "q6k", 50, 256, [(0, 50, {3: b()})]), b(), 16.0)
+    q4.embed_scaled(kern, dl, w, b())
+    assert dl.count == len(gpu.device.bind_groups) == 11  # two bands: two dispatches a product
+    _every_dispatch_has_params(gpu)

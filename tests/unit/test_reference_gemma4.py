@@ -17,11 +17,12 @@ from diskformer.reference import protocol
 from diskformer.reference.cli import main as cli_main
 from diskformer.reference.config import read_config
 from diskformer.reference.dequant import dequantize_q4_0, dequantize_q6_k, q4_0_planes
-from diskformer.reference.gemma4_config import Gemma4Config
 from diskformer.reference.layers import fake_quantize_q8_k, gelu_fp16_table, gelu_tanh
 from diskformer.reference.model import ReferenceModel
 from diskformer.reference.options import Options
 from diskformer.reference.weights import GGUFWeights
+from py_engine.gguf import read_gguf_file
+from py_engine.models.gemma4.config import Gemma4Config
 
 TOLERANCES = protocol.load_tolerances(GEMMA4_REFS)
 ALL_MODELS = sorted(TOLERANCES["models"])
@@ -87,13 +88,44 @@ def test_q4_0_block_layout():
 
 def test_config_reads_per_layer_shapes(gemma4_models):
     cfg = read_config(GGUFWeights(gemma4_models / "micro-gemma4.gguf"))
-    assert isinstance(cfg, Gemma4Config)
-    assert cfg.sliding_window_pattern == (True, True, True, False) and cfg.head_count_kv == (2, 2, 2, 1)
-    assert [cfg.head_dim(i) for i in range(4)] == [64, 64, 64, 128]
-    assert [cfg.n_rot(i) for i in range(4)] == [64, 64, 64, 128]
-    assert (cfg.rope_base(0), cfg.rope_base(3)) == (1e4, 1e6)
-    assert (cfg.sliding_window, cfg.final_logit_softcapping, cfg.embedding_scale) == (16, 30.0, 16.0)
-    assert not any(cfg.is_recurrent(i) for i in range(4))
+    assert isinstance(cfg, Gemma4Config)  # the engine's class (py_engine/models/gemma4), llama.cpp's hparams names
+    assert cfg.swa_layers == (True, True, True, False) and cfg.n_head_kv == (2, 2, 2, 1)
+    assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.n_ff, cfg.n_ff_exp) == (4, 256, 4, 192, 64)
+    assert (cfg.n_expert, cfg.n_expert_used, cfg.n_vocab, cfg.n_ctx_train) == (8, 2, 602, 1024)
+    assert [cfg.layer_head_dim(i) for i in range(4)] == [64, 64, 64, 128]
+    assert [cfg.layer_n_rot(i) for i in range(4)] == [64, 64, 64, 128]
+    assert (cfg.layer_rope_base(0), cfg.layer_rope_base(3)) == (1e4, 1e6)
+    assert (cfg.n_swa, cfg.f_final_logit_softcapping, cfg.embd_scale) == (16, 30.0, 16.0)
+    assert not any(cfg.is_recurrent(i) for i in range(4)) and cfg.n_kv_layers == 4
+    tiny = Gemma4Config.from_header(read_gguf_file(gemma4_models / "tiny-gemma4.gguf"))
+    assert tiny.embd_scale == float(np.sqrt(np.float32(512)))  # sqrt(n_embd) as llama.cpp's float holds it
+    assert tiny.swa_layers == (True,) * 5 + (False,) and tiny.n_head_kv == (4,) * 5 + (1,)
+
+
+def _edited_header(path, **values):
+    """The GGUF header of `path` with some gemma4.* keys replaced."""
+    header = read_gguf_file(path)
+    header.metadata.update({f"gemma4.{k.replace('__', '.')}": v for k, v in values.items()})
+    return header
+
+
+@pytest.mark.parametrize("values, said", [
+    ({"attention__shared_kv_layers": 2}, "shared KV layers and per-layer inputs are not supported"),
+    ({"embedding_length_per_layer_input": 256}, "only the 26B-A4B layout is"),
+    ({"attention__head_count": [4, 4, 2, 4]}, "head_count varies by layer"),
+    ({"attention__head_count_kv": [2, 2, 3, 1]}, "layer 2: 4 query heads are not a multiple of its 3 KV heads"),
+    ({"attention__sliding_window_pattern": [True, False]}, "sliding_window_pattern has 2 entries for 4 layers"),
+    ({"attention__value_length_swa": 32}, "value_length != key_length"),
+    ({"expert_used_count": 9}, "expert_used_count is 9, more than expert_count 8"),
+], ids=["shared-kv", "per-layer-input", "head-count", "kv-heads", "pattern", "value-length", "experts-used"])
+def test_config_refuses_layouts_it_does_not_run(gemma4_models, values, said):
+    with pytest.raises(ValueError, match=said):
+        Gemma4Config.from_header(_edited_header(gemma4_models / "micro-gemma4.gguf", **values))
+
+
+def test_config_refuses_another_architecture(fixture_models):
+    with pytest.raises(ValueError, match="not a gemma4 model: general.architecture = 'qwen3moe'"):
+        Gemma4Config.from_header(read_gguf_file(fixture_models / "micro-qwen3moe.gguf"))
 
 
 def test_gelu_forms():
