@@ -11,7 +11,7 @@ It decides which expert lives in which slot; bytes move through two objects it i
     on_map_change(layer, expert, slot_or_-1)  optional hook, called when an expert's upload has been submitted
               (slot) and when it is evicted or cleared (-1); ResidencyMap.set fits it.
 
-Rules (tests/test_residency.py checks each):
+Rules (tests/unit/test_residency*.py check each):
 - `ensure(layer, ids)` claims at once, before it returns, and gives an awaitable of the slots in the order of `ids`
   (a duplicate id gets the same slot). Each distinct expert is pinned once; the caller calls `release(slots)` with
   the distinct slots (`set(result)`) after submitting the work that reads them. A resident expert is a hit (recency
