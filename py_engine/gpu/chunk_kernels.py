@@ -194,8 +194,8 @@ class ChunkKernels:
         """y[pick·rows + r] = W_expert(pick)[r]·x[(pick / x_div)·x_stride ..] over the grouped picks. `pool`: a
         GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart, the streamed
         pool's buffers and layout in `route` (one dispatch per pool buffer). The token tile fits the picks an
-        expert gets on average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation mode, up to
-        FEW_PICKS picks per expert on average take moe_gemm_few.wgsl (each weight block loaded once into
+        expert gets on average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation
+        mode, up to FEW_PICKS picks per expert on average take moe_gemm_few.wgsl (each weight block loaded once into
         registers for all of an expert's picks). x_q8: x holds the rows already quantised (expert_gate_up's output
         for the chunk's T·k picks; few-picks kernel only)."""
         if isinstance(pool, GpuMatrix):
