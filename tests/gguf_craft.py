@@ -95,3 +95,15 @@ def small_model_craft():
     c.alignment = 64
     c.data = bytes(range(208))
     return c
+
+
+def craft_from_header(h) -> Craft:
+    """A Craft that writes the header of `h` (a parsed py_engine GGUFHeader) again, byte for byte: edit its
+    metadata or tensor infos, then build."""
+    c = Craft(version=h.version, order=h.byte_order, alignment=h.alignment)
+    for key, value in h.metadata.items():
+        types = h.metadata_types[key]
+        c.kv(key, arr(int(types[1])) if types[0] == ARR else int(types[0]), value)
+    for t in h.tensors:
+        c.tensor(t.name, t.dims, int(t.type), t.offset)
+    return c

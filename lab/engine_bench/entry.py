@@ -119,13 +119,13 @@ async def run(args: dict) -> dict:
     n_ctx = n_prompt + n_decode + WARMUP_TOKENS
     cases = []
     trace = args.get("routing_trace") or None
+    run = streaming.StreamingRun(args.get("store"), lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
+                                 args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS,
+                                 args.get("routing", "auto"), int(args.get("ring_buffers") or 4))
     for f in fractions:
         for source in ("model", "trace") if trace else ("model",):
-            cases.append(await streaming.run_case(
-                gpu, pipes, args["store"], f, lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
-                args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS, args.get("routing", "auto"),
-                trace=trace if source == "trace" else None, limits=source == "model",
-                ring_buffers=int(args.get("ring_buffers") or 4)))
+            cases.append(await streaming.run_case(gpu, pipes, run, f, trace=trace if source == "trace" else None,
+                                                  limits=source == "model"))
     out["streaming"] = cases
     out["host_steal"] = {**steal.spent(steal0, steal.now()), "run_s": round(time.perf_counter() - t0, 3)}
     return out

@@ -10,6 +10,7 @@ taken between the phases. With a routing trace (trace_routing.py) the decode's r
 The host derives the pipelined bound from them.
 """
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from py_engine.engine.store_decoder import StoreDecoder
@@ -73,18 +74,33 @@ def _delta(a: dict, b: dict) -> dict:
     return {k: b[k] - a[k] for k in a}
 
 
-async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: int, n_ctx: int, kv: str,
-                   lane_cap: int, warmup: int, routing: str = "auto", trace=None, limits=True,
-                   ring_buffers: int = 4) -> dict:
-    """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case); `trace`: the
-    decode's routed ids per step and layer (None: the model's own routing); `limits`: measure the stage limits."""
+@dataclass(frozen=True)
+class StreamingRun:
+    """What every streaming case of one bench run shares: the model store's folder, `make_ids(n_vocab)` giving the
+    prompt (the same ids as the resident case), the decode steps, the context, the KV format, the routing lanes'
+    cap, the warm-up tokens, the routing mode and the staging ring's buffers."""
+    store: str
+    make_ids: object
+    n_decode: int
+    n_ctx: int
+    kv: str
+    lane_cap: int
+    warmup: int
+    routing: str = "auto"
+    ring_buffers: int = 4
+
+
+async def run_case(gpu, pipes, run: StreamingRun, fraction: float, trace=None, limits=True) -> dict:
+    """One pool fraction of `run`: `trace`: the decode's routed ids per step and layer (None: the model's own
+    routing); `limits`: measure the stage limits."""
+    store, make_ids, n_decode, n_ctx, routing = run.store, run.make_ids, run.n_decode, run.n_ctx, run.routing
     # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py); under a
     # trace the router's look-ahead would guess the random model's picks, not the trace's: there the guesses are
     # the layer's picks for the previous token (the trace's reuse, as a real router's)
     cls = TraceStoreDecoder if trace else StoreDecoder
-    dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
-                               lane_cap=lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
-                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=ring_buffers)
+    dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=run.kv,
+                               lane_cap=run.lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
+                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=run.ring_buffers)
     if trace:
         dec.trace = trace
     try:
@@ -96,7 +112,7 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
         stages = (await path_limits.measure(gpu, dec.reader, cfg.n_layer, cfg.n_expert, cfg.n_expert_used,
                                             dec.pool.uploads.n if hasattr(dec.pool.uploads, "n") else 1,
                                             IO_RECORDS) if limits else None)
-        for t in ids[:warmup]:
+        for t in ids[:run.warmup]:
             await dec.step(t)
         dec.reset()
         if trace:

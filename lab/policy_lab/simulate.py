@@ -11,7 +11,7 @@ import asyncio
 import random
 from dataclasses import dataclass
 
-from py_engine.residency import ExpertStreamer
+from py_engine.residency import ExpertStreamer, StreamerTuning
 
 
 class InstantReader:
@@ -79,8 +79,8 @@ def simulate(arch, trace, pool_fraction, policy="lru", accuracy=0.0, half_life_t
         raise ValueError(f"warm-up of {warmup} tokens leaves nothing to measure in a {len(trace)}-token trace")
     xs = ExpertStreamer(layers=arch.layers, experts=arch.experts, slots=slots,
                         reader=InstantReader(arch.record_bytes), uploader=NullUploader(),
-                        record_bytes=arch.record_bytes, policy=policy, half_life_tokens=half_life_tokens,
-                        max_inflight=max_inflight)
+                        record_bytes=arch.record_bytes,
+                        tuning=StreamerTuning(policy, half_life_tokens, max_inflight))
     asyncio.run(_replay(xs, arch, trace, accuracy, warmup, random.Random(seed)))
     st = xs.stats()
     n = st["tokens"]

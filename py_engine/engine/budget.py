@@ -14,6 +14,7 @@ never asks for more slots than the model has experts. Not counted: the small per
 (tens of bytes per dispatch, ~1 KiB per layer).
 """
 import math
+from dataclasses import dataclass
 
 from ..residency.slot_pool import SlotPoolLayout, round_up
 
@@ -60,12 +61,33 @@ def min_pool_bytes(record_bytes: int, n_layers: int, n_experts: int, top_k: int,
     return min(2 * top_k, n_layers * n_experts) * round_up(record_bytes, alignment)
 
 
-def plan_budget(budget_bytes, *, dense, kv_state, work, record_bytes, n_layers, n_experts, top_k, max_binding,
-                max_buffer, max_pool_buffer=None, pool_fraction=None, alignment=256) -> BudgetPlan:
-    """Split a GPU budget (None: no limit, every expert gets a slot; "min": the smallest allowed); raises
-    BudgetTooSmall. `pool_fraction` asks for slots for that share of all experts (at least the minimum), as long as
-    the budget holds them (benchmarks: "LRU holding 40 % of experts")."""
-    n_records = n_layers * n_experts
+@dataclass(frozen=True)
+class BudgetInputs:
+    """What a budget is split over: the fixed parts' bytes (dense weights, KV cache / recurrent state, work
+    buffers), one expert record's bytes and the experts' count, and the device's buffer limits (max_pool_buffer: a
+    smaller cap on a pool buffer, for tests). `pool_fraction` asks for slots for that share of all experts (at least
+    the minimum), as long as the budget holds them (benchmarks: "LRU holding 40 % of experts")."""
+    dense: int
+    kv_state: int
+    work: int
+    record_bytes: int
+    n_layers: int
+    n_experts: int
+    top_k: int
+    max_binding: int
+    max_buffer: int
+    max_pool_buffer: int = None
+    pool_fraction: float = None
+    alignment: int = 256
+
+
+def plan_budget(budget_bytes, inputs: BudgetInputs) -> BudgetPlan:
+    """Split a GPU budget (None: no limit, every expert gets a slot; "min": the smallest allowed) over `inputs`;
+    raises BudgetTooSmall."""
+    dense, kv_state, work, record_bytes = inputs.dense, inputs.kv_state, inputs.work, inputs.record_bytes
+    pool_fraction, alignment = inputs.pool_fraction, inputs.alignment
+    n_records = inputs.n_layers * inputs.n_experts
+    top_k = inputs.top_k
     min_slots = min(2 * top_k, n_records)
     stride = round_up(record_bytes, alignment)
     fixed = dense + kv_state + work
@@ -91,8 +113,8 @@ def plan_budget(budget_bytes, *, dense, kv_state, work, record_bytes, n_layers, 
         slots = min((budget_bytes - fixed) // stride, n_records)
         if pool_fraction is not None:
             slots = min(slots, want)
-    limit = min(int(max_binding), int(max_buffer), MAX_U32_OFFSET)
-    if max_pool_buffer is not None:
-        limit = min(limit, int(max_pool_buffer))
+    limit = min(int(inputs.max_binding), int(inputs.max_buffer), MAX_U32_OFFSET)
+    if inputs.max_pool_buffer is not None:
+        limit = min(limit, int(inputs.max_pool_buffer))
     layout = SlotPoolLayout(record_bytes, slots, limit - limit % alignment, alignment)
     return BudgetPlan(budget_bytes, dense, kv_state, work, layout, n_records, min_slots)

@@ -17,7 +17,7 @@ from ..gpu.buffers import Readback, storage_buffer, uniform_buffer, write_buffer
 from ..gpu.jsutil import js_bytes
 from ..gpu.kernels import Kernels, lanes_for, xfmt
 from ..gpu.staging_ring import StagingRing, WriteBufferUploads
-from ..residency import ExpertStreamer, ResidencyMap
+from ..residency import ExpertStreamer, ResidencyMap, StreamerTuning
 from .store_weights import PoolPart
 
 MAX_TOP_K = 64
@@ -45,8 +45,9 @@ class ExpertPool:
         self.guard_info = uniform_buffer(gpu, bytes(16), "guard_info")  # guarded dispatch count (0: no guard)
         self.no_args = storage_buffer(gpu, 16, "guard_args_unused")
         self.streamer = ExpertStreamer(layers=n_layers, experts=n_experts, slots=layout.slots, reader=reader,
-                                       uploader=self, record_bytes=layout.record_bytes, policy=policy,
-                                       max_inflight=max_inflight, on_map_change=self.map.set,
+                                       uploader=self, record_bytes=layout.record_bytes,
+                                       tuning=StreamerTuning(policy=policy, max_inflight=max_inflight),
+                                       on_map_change=self.map.set,
                                        placement=placement)  # residency/miss_placement.py: None uploads every miss
         self.map_bytes_written = 0
         self.flush_map()

@@ -5,7 +5,7 @@ the prefill chunk) and the expert pool (budget.py), and which prefill chunk fits
 from dataclasses import dataclass
 
 from ..models.cache import STATE_BUFFERS, kv_cache_bytes
-from .budget import BudgetPlan, min_pool_bytes, plan_budget
+from .budget import BudgetInputs, BudgetPlan, min_pool_bytes, plan_budget
 from .decoder import default_prefill_chunk
 from .expert_pool import MAX_TOP_K, ExpertPool
 from .lookahead import RouterLookAhead
@@ -82,8 +82,9 @@ def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
     chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
     chunk = fit_prefill_chunk(model, chunk, opts.budget_bytes, rest)
     work += chunk_bytes(model, chunk)
-    budget = plan_budget(opts.budget_bytes, dense=dense, kv_state=kv_state, work=work, record_bytes=record,
-                         n_layers=cfg.n_layer, n_experts=cfg.n_expert, top_k=cfg.n_expert_used,
-                         max_binding=gpu.max_binding, max_buffer=gpu.limits["maxBufferSize"],
-                         max_pool_buffer=opts.max_pool_buffer, pool_fraction=opts.pool_fraction)
+    budget = plan_budget(opts.budget_bytes, BudgetInputs(
+        dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer,
+        n_experts=cfg.n_expert, top_k=cfg.n_expert_used, max_binding=gpu.max_binding,
+        max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
+        pool_fraction=opts.pool_fraction))
     return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard)

@@ -7,6 +7,7 @@ serves every chunk, the last short one included.
 import re
 
 from .buffers import storage_buffer
+from .chunk_shapes import AttentionShape, DeltaNetShape, ExpertGemmShape, ExpertRouting, GemmRows
 from .kernels import GpuMatrix, xfmt
 from .qwen35_kernels import gdn_lane_consts
 
@@ -95,8 +96,7 @@ class ChunkKernels:
         (Q8_0-activation mode)."""
         return self.kern.q8_act
 
-    def gemm(self, dl, w: GpuMatrix, x, y, x_stride, y_stride, x_base=0, y_base=0, accumulate=False, label="",
-             k_slices=None, xq=None):
+    def gemm(self, dl, w: GpuMatrix, x, y, rows: GemmRows, accumulate=False, label="", k_slices=None, xq=None):
         """Y[t·y_stride + y_base + r] (+)= W[r]·X[t·x_stride + x_base ..] for the chunk's rows (one dispatch per
         row band). W may be a row view of a stacked matrix (its row_base goes to the shader). In Q8_0-activation
         mode a Q8_0 W multiplies X quantised per 32-block while staged (shaders/gemm_tile_q8.wgsl: llama.cpp's
@@ -105,6 +105,7 @@ class ChunkKernels:
         tiles is split along K (gemm_k_slices; k_slices forces a count): partial sums, then gemm_split_sum.wgsl."""
         nb = w.cols // 32
         cpu = self.kern.gpu.cpu_adapter
+        x_stride, y_stride, x_base, y_base = rows.x_stride, rows.y_stride, rows.x_base, rows.y_base
         consts = {"WFMT": w.fmt, "XFMT": xfmt(self.kern, w.fmt), "XIN": "f32"}
         if xq is not None and consts["XFMT"] == "q8":
             if x_base or x_stride != w.cols:
@@ -140,13 +141,13 @@ class ChunkKernels:
         them, where each of its row workgroups quantised X again; else the plain gemm. xq holds T rows of w.cols
         (each model's prefill.chunk_row_cols)."""
         if xq is None or xfmt(self.kern, w.fmt) != "q8":
-            self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label)
+            self.gemm(dl, w, x, y, GemmRows(w.cols, y_stride, y_base=y_base), accumulate=accumulate, label=label)
             return
         nb = w.cols // 32
         params = {"n": w.cols, "x_base": 0, "x_stride": w.cols // 4, "q_scales": 8 * self.T * nb}
         self.record(dl, "quantize_rows_q8.wgsl", {}, {1: self.chunk, 2: x, 3: xq},
                     ((nb + 63) // 64, self.T), _xq_label(label or w.name), params)
-        self.gemm(dl, w, x, y, w.cols, y_stride, y_base=y_base, accumulate=accumulate, label=label, xq=xq)
+        self.gemm(dl, w, x, y, GemmRows(w.cols, y_stride, y_base=y_base), accumulate=accumulate, label=label, xq=xq)
 
     def last_row(self, dl, x, y, n, label="chunk_last_row"):
         """y[0:n] = the chunk's last row in use of x (rows of n values; chunk_last_row.wgsl)."""
@@ -189,17 +190,18 @@ class ChunkKernels:
                             pool.scales_off // 2, bufs))
         return targets
 
-    def expert_gemm(self, dl, pool, rows, k, x, y, grouped, slot_map, map_base, n_exp, mask, x_stride, x_div,
-                    pool_buffers=None, layout=None, x_q8=False, label=""):
+    def expert_gemm(self, dl, pool, x, y, route: ExpertRouting, shape: ExpertGemmShape, x_q8=False, label=""):
         """y[pick·rows + r] = W_expert(pick)[r]·x[(pick / x_div)·x_stride ..] over the grouped picks. `pool`: a
-        GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart with the streamed
-        pool's buffers and layout (one dispatch per pool buffer). The token tile fits the picks an expert gets on
-        average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation mode, up to
-        FEW_PICKS picks per expert on average take moe_gemm_few.wgsl (each weight block loaded once into
+        GpuMatrix holding every expert of the layer (slot = expert row block) or a store PoolPart, the streamed
+        pool's buffers and layout in `route` (one dispatch per pool buffer). The token tile fits the picks an
+        expert gets on average (T·k / n_exp); the kernel loops over tiles for an expert with more. In Q8_0-activation
+        mode, up to FEW_PICKS picks per expert on average take moe_gemm_few.wgsl (each weight block loaded once into
         registers for all of an expert's picks). x_q8: x holds the rows already quantised (expert_gate_up's output
         for the chunk's T·k picks; few-picks kernel only)."""
         if isinstance(pool, GpuMatrix):
             pool.require_whole("expert_gemm")
+        rows, k, n_exp = shape.rows, route.k, route.n_exp
+        grouped, slot_map, map_base, mask = route.grouped, route.slot_map, route.map_base, route.mask
         nb = pool.cols // 32
         x_base = 0
         # a few picks per expert: weights kept in registers across the picks (moe_gemm_few.wgsl), not staged
@@ -215,8 +217,9 @@ class ChunkKernels:
             x_fmt = xfmt(self.kern, pool.fmt)
             shader, consts = "moe_gemm.wgsl", {"WFMT": pool.fmt, "XFMT": x_fmt, "TILE_TN": tt // 16, "XIN": "f32"}
             groups = ((rows + GEMM_ROWS - 1) // GEMM_ROWS, n_exp)
-        for b, spb, cstride, sstride, coff, soff, bufs in self._pool_targets(pool, rows, pool_buffers, layout):
-            params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": x_stride, "x_div": x_div,
+        targets = self._pool_targets(pool, rows, route.pool_buffers, route.layout)
+        for b, spb, cstride, sstride, coff, soff, bufs in targets:
+            params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": shape.x_stride, "x_div": shape.x_div,
                       "map_base": map_base, "n_exp": n_exp, "buf": b, "spb": spb, "code_stride": cstride,
                       "scale_stride": sstride, "codes_off": coff, "scales_off": soff, "codes_off2": 0,
                       "scales_off2": 0, "y_scales": 0}
@@ -224,14 +227,17 @@ class ChunkKernels:
                         f"{label or pool.name}@{b}", params)
         self.flops += 2 * rows * pool.cols * k * self.T
 
-    def expert_gate_up(self, dl, gate, up, rows, k, xq, act_q8, grouped, slot_map, map_base, n_exp, mask, x_div,
-                       pool_buffers=None, layout=None, label=""):
+    def expert_gate_up(self, dl, gate, up, xq, act_q8, route: ExpertRouting, shape: ExpertGemmShape, label=""):
         """act_q8 = silu(G·x) · (U·x) per pick, quantised to Q8_0 per 32 rows (moe_gate_up_few.wgsl; the
         layout expert_gemm(x_q8=True) reads: the T·k picks' codes, then their scales), x row = pick / x_div of the
-        chunk's T rows as rmsnorm(xq=...) quantised them. Only where fused_gate_up."""
+        chunk's T rows as rmsnorm(xq=...) quantised them (read whole: shape's x_stride goes unused). Only where
+        fused_gate_up."""
         for w in (gate, up):
             if isinstance(w, GpuMatrix):
                 w.require_whole("expert_gate_up")
+        rows, k, n_exp, x_div = shape.rows, route.k, route.n_exp, shape.x_div
+        grouped, slot_map, map_base, mask = route.grouped, route.slot_map, route.map_base, route.mask
+        pool_buffers, layout = route.pool_buffers, route.layout
         nb = gate.cols // 32
         y_scales = 8 * self.T * k * (rows // 32)
         g_targets = self._pool_targets(gate, rows, pool_buffers, layout)
@@ -269,19 +275,19 @@ class ChunkKernels:
                     {1: self.chunk, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, self.T), label,
                     {"n": n, "k_base": k_base, "v_base": v_base, "src_stride": src_stride})
 
-    def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, q_stride, out_stride,
-                  label="attention", splits=None):
+    def attention(self, dl, q, k_cache, v_cache, out, shape: AttentionShape, label="attention", splits=None):
         """Causal attention of the chunk's rows (attention_rows.wgsl): the query heads sharing a KV head go up to 8
         per workgroup (each K/V word loaded once for all of them), each row's positions split over `splits` parts
         of 64 lanes merged at the end (default: ATTENTION_SPLITS on a GPU, 1 on a CPU adapter)."""
+        n_head, n_kv_head, hd = shape.n_head, shape.n_kv_head, shape.hd
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
         if splits is None:
             splits = 1 if self.kern.gpu.cpu_adapter else ATTENTION_SPLITS
         group = n_head // n_kv_head
         hg = min(group, 8, 2048 // hd)  # q_sh holds hg · hd / 2 <= 1024 pairs
-        params = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, "q_stride": q_stride,
-                  "out_stride": out_stride, "heads_per_wg": hg}
+        params = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": shape.scale,
+                  "q_stride": shape.q_stride, "out_stride": shape.out_stride, "heads_per_wg": hg}
         self.record(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits},
                     {1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
                     (n_kv_head * -(-group // hg), self.T), label, params)
@@ -309,11 +315,15 @@ class ChunkKernels:
                     (groups, self.T), label, params)
         self.record(dl, "gdn_conv_keep.wgsl", {}, {1: self.chunk, 2: x, 4: window}, (groups, 1), keep_label, params)
 
-    def gdn_recurrent(self, dl, qkv, gates, dt_bias, ssm_a, state, out, qk_scales, n_k_heads, n_v_heads, dk, dv,
-                      eps, label="delta_net", scales_label="delta_net_qk"):
+    def gdn_recurrent(self, dl, qkv, gates, decay, state, out, qk_scales, shape: DeltaNetShape,
+                      labels=("delta_net", "delta_net_qk")):
         """The chunk's q/k scales and q·k for every row and key head at once (gdn_qk_scales.wgsl, into qk_scales:
         4 values per row and key head), then the recurrence over the rows (gdn_recurrent_cols.wgsl: each value
-        column's state in registers, split over 2 lanes)."""
+        column's state in registers, split over 2 lanes). decay: the layer's (ssm_dt bias, ssm_a) weights; labels:
+        (the recurrence's, the q/k scales')."""
+        dt_bias, ssm_a = decay
+        label, scales_label = labels
+        n_k_heads, n_v_heads, dk, dv, eps = shape.n_k_heads, shape.n_v_heads, shape.dk, shape.dv, shape.eps
         if dk > 256 or dk % 4:
             raise ValueError(f"delta net: key head size {dk} unsupported (a multiple of 4, at most 256)")
         q_base, k_base = 0, n_k_heads * dk

@@ -15,6 +15,7 @@ quantised once into the same buffer before their GEMM (ChunkKernels.gemm_quantis
 has run by then), and with few picks per expert the fused routed gate/up writes the down product's input quantised
 too. F32 products (the router) read the f32 rows.
 """
+from ..gpu.chunk_shapes import AttentionShape, ExpertGemmShape, ExpertRouting, GemmRows
 
 
 def neighbour_gemms(ck, dl, w1, w2, x, y, x_stride, y_stride, labels, xq):
@@ -24,10 +25,10 @@ def neighbour_gemms(ck, dl, w1, w2, x, y, x_stride, y_stride, labels, xq):
     label1, label2, joined_label = labels
     both = w1.joined(w2, f"{w1.name}+{w2.name}")
     if both is not None:
-        ck.gemm(dl, both, x, y, x_stride, y_stride, label=joined_label, xq=xq)
+        ck.gemm(dl, both, x, y, GemmRows(x_stride, y_stride), label=joined_label, xq=xq)
         return
-    ck.gemm(dl, w1, x, y, x_stride, y_stride, label=label1, xq=xq)
-    ck.gemm(dl, w2, x, y, x_stride, y_stride, y_base=w1.rows, label=label2, xq=xq)
+    ck.gemm(dl, w1, x, y, GemmRows(x_stride, y_stride), label=label1, xq=xq)
+    ck.gemm(dl, w2, x, y, GemmRows(x_stride, y_stride, y_base=w1.rows), label=label2, xq=xq)
 
 
 def build_attn_kqv(ck, dl, b, w, cfg, cache_k, cache_v, i, xq=None):
@@ -41,13 +42,13 @@ def build_attn_kqv(ck, dl, b, w, cfg, cache_k, cache_v, i, xq=None):
     ck.qk_norm_rope(dl, b["kv"], w.get("attn_k_norm"), nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, 2 * nkv * hd,
                     label=f"Kcur_rope-{i}")
     ck.kv_append(dl, b["kv"], cache_k, cache_v, nkv * hd, 0, nkv * hd, 2 * nkv * hd, label=f"kv_store-{i}")
-    ck.attention(dl, b["q"], cache_k, cache_v, b["attn"], nh, nkv, hd, hd ** -0.5, nh * hd, nh * hd,
-                 label=f"kqv_out-{i}")
+    ck.attention(dl, b["q"], cache_k, cache_v, b["attn"], AttentionShape.of(cfg), label=f"kqv_out-{i}")
 
 
 def build_attn(ck, dl, b, w, cfg, cache_k, cache_v, i, xq=None):
     """Causal GQA attention of the chunk's rows (q/k norm + RoPE, K/V appended first); h += attn_output(...)."""
-    ck.gemm(dl, w["attn_q"], b["xn"], b["q"], cfg.n_embd, cfg.n_head * cfg.head_dim, label=f"Qcur-{i}", xq=xq)
+    ck.gemm(dl, w["attn_q"], b["xn"], b["q"], GemmRows(cfg.n_embd, cfg.n_head * cfg.head_dim), label=f"Qcur-{i}",
+            xq=xq)
     build_attn_kqv(ck, dl, b, w, cfg, cache_k, cache_v, i, xq)
     ck.gemm_quantised(dl, w["attn_output"], b["attn"], xq, b["h"], cfg.n_embd, accumulate=True,
                       label=f"attn_out-{i}")
@@ -59,7 +60,7 @@ def _moe_route(ck, dl, b, w, cfg, i, xq=None):
     the int8 ones among them: the shared expert's, the fused routed gate/up)."""
     e = cfg.n_embd
     ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, cfg.rms_eps, label=f"ffn_norm-{i}", xq=xq)
-    ck.gemm(dl, w["ffn_gate_inp"], b["xn"], b["router"], e, cfg.n_expert, label=f"ffn_moe_logits-{i}")
+    ck.gemm(dl, w["ffn_gate_inp"], b["xn"], b["router"], GemmRows(e, cfg.n_expert), label=f"ffn_moe_logits-{i}")
     ck.router_topk(dl, b["router"], b["route_ids"], b["route_w"], cfg.n_expert, cfg.n_expert_used,
                    label=f"ffn_moe_topk-{i}")
     ck.moe_group(dl, b["route_ids"], b["grouped"], cfg.n_expert_used, cfg.n_expert, label=f"ffn_moe_group-{i}")
@@ -76,21 +77,19 @@ def _moe_experts(ck, dl, b, w, cfg, i, slot_map, pool):
     act). With few picks per expert (ChunkKernels.fused_gate_up) gate, up and SiLU·up are one dispatch that leaves
     act quantised for the down product (its Q8_0 codes and scales: 9/32 of the f32 rows' size, in b["act"])."""
     e, k, ffn = cfg.n_embd, cfg.n_expert_used, cfg.n_ff_exp
-    kw = {"pool_buffers": pool.buffers, "layout": pool.layout} if pool is not None else {}
-    common = (b["grouped"], slot_map, i * cfg.n_expert, cfg.n_expert, b["mask"])
+    streamed = (pool.buffers, pool.layout) if pool is not None else (None, None)
+    route = ExpertRouting(k, cfg.n_expert, b["grouped"], slot_map, i * cfg.n_expert, b["mask"], *streamed)
+    gate_up_shape = ExpertGemmShape(rows=ffn, x_stride=e, x_div=k)  # a pick reads its token's row of xn
+    down_shape = ExpertGemmShape(rows=e, x_stride=ffn, x_div=1)  # a pick reads its own row of act
     gate, up, down = w["ffn_gate_exps"], w["ffn_up_exps"], w["ffn_down_exps"]
     if _fused_ffn(ck, w, cfg):  # xn quantised by the norm into b["xq"] (_moe_route)
-        ck.expert_gate_up(dl, gate, up, ffn, k, b["xq"], b["act"], *common, x_div=k, label=f"ffn_moe_gate_up-{i}",
-                          **kw)
-        ck.expert_gemm(dl, down, e, k, b["act"], b["down"], *common, x_stride=ffn, x_div=1, x_q8=True,
-                       label=f"ffn_moe_down-{i}", **kw)
+        ck.expert_gate_up(dl, gate, up, b["xq"], b["act"], route, gate_up_shape, label=f"ffn_moe_gate_up-{i}")
+        ck.expert_gemm(dl, down, b["act"], b["down"], route, down_shape, x_q8=True, label=f"ffn_moe_down-{i}")
         return
     for name, out in (("ffn_gate_exps", "gate"), ("ffn_up_exps", "up")):
-        ck.expert_gemm(dl, w[name], ffn, k, b["xn"], b[out], *common, x_stride=e, x_div=k,
-                       label=f"ffn_moe_{out}-{i}", **kw)
+        ck.expert_gemm(dl, w[name], b["xn"], b[out], route, gate_up_shape, label=f"ffn_moe_{out}-{i}")
     ck.kern.silu_mul(dl, b["gate"], b["up"], b["act"], ck.T * k * ffn, label=f"ffn_moe_swiglu-{i}")
-    ck.expert_gemm(dl, down, e, k, b["act"], b["down"], *common, x_stride=ffn, x_div=1,
-                   label=f"ffn_moe_down-{i}", **kw)
+    ck.expert_gemm(dl, down, b["act"], b["down"], route, down_shape, label=f"ffn_moe_down-{i}")
 
 
 def build_moe_ffn(ck, dl, b, w, cfg, i, slot_map, pool, xq=None) -> tuple:

@@ -11,7 +11,7 @@ It decides which expert lives in which slot; bytes move through two objects it i
     on_map_change(layer, expert, slot_or_-1)  optional hook, called when an expert's upload has been submitted
               (slot) and when it is evicted or cleared (-1); ResidencyMap.set fits it.
 
-Rules (tests/test_residency.py checks each):
+Rules (tests/unit/test_residency*.py check each):
 - `ensure(layer, ids)` claims at once, before it returns, and gives an awaitable of the slots in the order of `ids`
   (a duplicate id gets the same slot). Each distinct expert is pinned once; the caller calls `release(slots)` with
   the distinct slots (`set(result)`) after submitting the work that reads them. A resident expert is a hit (recency
@@ -53,6 +53,7 @@ Rules (tests/test_residency.py checks each):
 """
 import asyncio
 from collections import deque
+from dataclasses import dataclass
 from inspect import isawaitable
 from time import perf_counter
 
@@ -63,9 +64,20 @@ from .record_reads import start_reads
 from .streamer_parts import Demand, Load, PoolExhausted, make_policy, nbytes_of, retrieve_exception, running_loop
 
 
+@dataclass(frozen=True)
+class StreamerTuning:
+    """How the streamer chooses and paces its loads: the eviction policy ("lru", "hot" with its half-life in
+    tokens, or a policy object), the loads in flight at most, the prefetch throttle's accuracy target (None: off)."""
+    policy: object = "lru"
+    half_life_tokens: float = 16.0
+    max_inflight: int = 4
+    prefetch_target: float = 0.5
+
+
 class ExpertStreamer:
-    def __init__(self, *, layers, experts, slots, reader, uploader, record_bytes=None, policy="lru",
-                 half_life_tokens=16.0, max_inflight=4, on_map_change=None, placement=None, prefetch_target=0.5):
+    def __init__(self, *, layers, experts, slots, reader, uploader, record_bytes=None, on_map_change=None,
+                 placement=None, tuning=StreamerTuning()):
+        policy, max_inflight, prefetch_target = tuning.policy, tuning.max_inflight, tuning.prefetch_target
         if layers <= 0 or experts <= 0 or slots <= 0:
             raise ValueError(f"layers, experts and slots must be positive, got {layers}, {experts}, {slots}")
         if max_inflight < 1:
@@ -74,7 +86,7 @@ class ExpertStreamer:
         self.reader, self.uploader, self.on_map_change = reader, uploader, on_map_change
         self.record_bytes = record_bytes
         self.max_inflight = max_inflight
-        self.policy = make_policy(policy, half_life_tokens) if isinstance(policy, str) else policy
+        self.policy = make_policy(policy, tuning.half_life_tokens) if isinstance(policy, str) else policy
         self.counters = StreamerCounters(layers)
         self.placement = placement
         self.throttle = PrefetchThrottle(prefetch_target) if prefetch_target is not None else None

@@ -2,6 +2,6 @@
 and Gemma 4's SentencePiece-style BPE (Tokenizer.from_gguf_metadata picks by `tokenizer.ggml.model`)."""
 from .chat import render_chat
 from .decoder import StreamDecoder
-from .tokenizer import Tokenizer
+from .tokenizer import SpecialIds, Tokenizer
 
-__all__ = ["Tokenizer", "StreamDecoder", "render_chat"]
+__all__ = ["SpecialIds", "Tokenizer", "StreamDecoder", "render_chat"]

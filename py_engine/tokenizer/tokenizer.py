@@ -8,6 +8,8 @@ llama.cpp's /detokenize. Pieces: control, unknown and user-defined tokens are th
 llama.cpp's default for detokenize; with special=False control and unknown tokens give nothing), normal tokens are
 their byte-level characters mapped back to bytes, byte tokens "<0xNN>" the byte NN, anything else nothing.
 """
+from dataclasses import dataclass
+
 from .bpe import BytePairEncoder
 from .byte_map import CHAR_TO_BYTE, symbols_to_bytes
 from .pretokenize import rules_for, split_words
@@ -15,6 +17,17 @@ from .special import SpecialTokenSplitter
 from .token_attrs import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED, derive_attrs
 
 STOP_TEXTS = ("<|im_end|>", "<|endoftext|>")
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The vocabulary's named special tokens (None: the model names none): beginning and end of sequence, padding,
+    end of turn, end of message."""
+    bos: int = None
+    eos: int = None
+    pad: int = None
+    eot: int = None
+    eom: int = None
 
 
 def _metadata_args(metadata: dict) -> dict:
@@ -29,11 +42,8 @@ def _metadata_args(metadata: dict) -> dict:
         tokens=tokens, merges=merges,
         pre=metadata.get("tokenizer.ggml.pre") or "default",
         token_types=metadata.get("tokenizer.ggml.token_type"),
-        bos_id=_opt_id(metadata, "tokenizer.ggml.bos_token_id", n),
-        eos_id=_opt_id(metadata, "tokenizer.ggml.eos_token_id", n),
-        pad_id=_opt_id(metadata, "tokenizer.ggml.padding_token_id", n),
-        eot_id=_opt_id(metadata, "tokenizer.ggml.eot_token_id", n),
-        eom_id=_opt_id(metadata, "tokenizer.ggml.eom_token_id", n),
+        special=SpecialIds(*(_opt_id(metadata, f"tokenizer.ggml.{name}_token_id", n)
+                             for name in ("bos", "eos", "padding", "eot", "eom"))),
         add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", False)),
         chat_template=metadata.get("tokenizer.chat_template"),
     )
@@ -48,16 +58,17 @@ def _opt_id(metadata: dict, key: str, n_tokens: int):
 
 
 class Tokenizer:
-    def __init__(self, tokens, merges, pre: str, token_types=None, bos_id=None, eos_id=None, pad_id=None,
-                 eot_id=None, eom_id=None, add_bos: bool = False, chat_template=None):
+    def __init__(self, tokens, merges, pre: str, token_types=None, special: SpecialIds = SpecialIds(),
+                 add_bos: bool = False, chat_template=None):
         tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]  # llama.cpp's name for empty texts
         self.tokens = tokens
         self.token_to_id = token_to_id = self._token_ids(tokens)
         self.pre = pre
-        self.attrs, self.eog_ids = derive_attrs(tokens, token_types, token_to_id, (eos_id, eot_id, eom_id))
+        end_ids = (special.eos, special.eot, special.eom)
+        self.attrs, self.eog_ids = derive_attrs(tokens, token_types, token_to_id, end_ids)
         self._init_encoder(merges)
         self.specials = SpecialTokenSplitter(tokens, self.attrs)
-        self.bos_id, self.eos_id, self.pad_id = bos_id, eos_id, pad_id
+        self.bos_id, self.eos_id, self.pad_id = special.bos, special.eos, special.pad
         self.add_bos = bool(add_bos)
         self.chat_template = chat_template
         self.stop_ids = self._stop_ids()

@@ -12,8 +12,6 @@ lavapipe, one Node process for the runs).
 """
 import asyncio
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,13 +19,11 @@ import pytest
 from diskformer.engine_run import main as run_main
 from diskformer.node_engine import run_in_node
 from diskformer.reference import protocol
+from gguf_craft import craft_from_header
 from py_engine.gguf import read_gguf_file
 from py_engine.gguf.types import GGMLType
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))  # test_gguf.py
-from test_gguf import craft_from_header  # noqa: E402
 
 
 STORE_MODELS = ["micro-qwen3moe", "micro-qwen35moe"]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import run_in_node
-from py_engine.residency import ExpertStreamer
+from py_engine.residency import ExpertStreamer, StreamerTuning
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
 
@@ -220,7 +220,8 @@ def test_wait_for_returns_once_the_guesses_are_in_and_never_raises():
     failed, or it was dropped), including guesses queued behind the in-flight cap."""
     async def scenario():
         reader = GatedReader()
-        xs = ExpertStreamer(layers=2, experts=8, slots=6, reader=reader, uploader=NoUploads(), max_inflight=2)
+        xs = ExpertStreamer(layers=2, experts=8, slots=6, reader=reader, uploader=NoUploads(),
+                            tuning=StreamerTuning(max_inflight=2))
         xs.prefetch(1, [3, 4, 5])  # 3 and 4 start, 5 waits in the queue
         waiter = asyncio.ensure_future(xs.wait_for(1, [3, 4, 5]))
         await asyncio.sleep(0)

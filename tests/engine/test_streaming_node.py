@@ -14,7 +14,7 @@ import pytest
 
 from diskformer.node_engine import run_in_node
 from diskformer.reference import protocol
-from py_engine.engine.budget import BudgetTooSmall, plan_budget
+from py_engine.engine.budget import BudgetInputs, BudgetTooSmall, plan_budget
 from py_engine.store import ingest
 from py_engine.store.local import DirectoryStorage, FileSource
 
@@ -214,16 +214,16 @@ def test_budget_too_small_is_refused(stores, capsys):
 
 
 def test_plan_budget_splits_and_refuses():
-    kw = dict(dense=1000, kv_state=500, work=300, record_bytes=1000, n_layers=4, n_experts=8, top_k=2,
-              max_binding=3 * 1024, max_buffer=1 << 30)
-    plan = plan_budget(None, **kw)
+    inputs = BudgetInputs(dense=1000, kv_state=500, work=300, record_bytes=1000, n_layers=4, n_experts=8, top_k=2,
+                      max_binding=3 * 1024, max_buffer=1 << 30)
+    plan = plan_budget(None, inputs)
     assert plan.full and plan.slots == 32 and plan.pool.slot_stride == 1024 and plan.pool.slots_per_buffer == 3
     assert plan.pool.buffer_count == 11 and all(b <= 3 * 1024 for b in plan.pool.buffer_sizes)
-    plan = plan_budget(1800 + 10 * 1024 + 5, **kw)
+    plan = plan_budget(1800 + 10 * 1024 + 5, inputs)
     assert plan.slots == 10 and not plan.full
-    assert plan_budget("min", **kw).slots == 4
-    assert plan_budget(1 << 30, **kw).slots == 32  # never more slots than experts
+    assert plan_budget("min", inputs).slots == 4
+    assert plan_budget(1 << 30, inputs).slots == 32  # never more slots than experts
     with pytest.raises(BudgetTooSmall) as e:
-        plan_budget(1800 + 4 * 1024 - 1, **kw)
+        plan_budget(1800 + 4 * 1024 - 1, inputs)
     msg = str(e.value)
     assert "1800 B" in msg and "4 records of 1024 B" in msg and f"at least {1800 + 4 * 1024} B" in msg

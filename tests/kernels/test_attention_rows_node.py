@@ -19,6 +19,7 @@ from node_helpers import KERNEL_HARNESS
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels
+from py_engine.gpu.chunk_shapes import AttentionShape
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -34,8 +35,8 @@ async def main(args):
         q, kc, vc, y = (upload(gpu, (d / f"{n}_{s}.bin").read_bytes()) for s in ("q", "k", "v", "y0"))
         dl = DispatchList()
         async with GpuErrorScope(gpu, "recording " + n):
-            ck.attention(dl, q, kc, vc, y, a["n_head"], a["n_kv"], a["hd"], a["scale"], a["q_stride"],
-                         a["out_stride"], splits=a["splits"])
+            shape = AttentionShape(a["n_head"], a["n_kv"], a["hd"], a["scale"], a["q_stride"], a["out_stride"])
+            ck.attention(dl, q, kc, vc, y, shape, splits=a["splits"])
         grids[n] = [int(dl.ops[0][3]), int(dl.ops[0][4])]
         dl.submit(gpu)
         (d / f"out_{n}.bin").write_bytes(await rb.read(y, 0, int(y.size)))

@@ -73,8 +73,10 @@ class Cases:
         self.data[name] = (q, k, v)
         return name
 
-    def add(self, name, kv, n_head, n_kv, hd, n_ctx, n_past, layers, scale=None, n_ctx_arg=None, tol=(2e-4, 2e-5),
+    def add(self, name, kv, heads, n_ctx, n_past, layers, scale=None, n_ctx_arg=None, tol=(2e-4, 2e-5),
             max_splits=32):
+        """heads: (query heads, KV heads, head size)."""
+        n_head, n_kv, hd = heads
         self.spec.append(dict(name=name, kv=kv, n_head=n_head, n_kv=n_kv, hd=hd, n_ctx=n_ctx, n_past=n_past,
                               layers=layers, scale=scale or hd ** -0.5, n_ctx_arg=n_ctx_arg, tol=tol,
                               max_splits=max_splits))
@@ -104,36 +106,36 @@ def split_run(tmp_path_factory):
         for ratio in (1, 4, 8):
             n_kv = 2
             nm = f"hd{hd}_gqa{ratio}_f16"
-            c.add(nm, "f16", n_kv * ratio, n_kv, hd, n_ctx, sweep,
+            c.add(nm, "f16", (n_kv * ratio, n_kv, hd), n_ctx, sweep,
                   [random_layer(c, nm, rng, n_kv * ratio, n_kv, hd, n_ctx, np.float16)])
     for hd, ratio in ((64, 1), (128, 4), (256, 8)):
         nm = f"hd{hd}_gqa{ratio}_f32"
-        c.add(nm, "f32", 2 * ratio, 2, hd, n_ctx, sweep,
+        c.add(nm, "f32", (2 * ratio, 2, hd), n_ctx, sweep,
               [random_layer(c, nm, rng, 2 * ratio, 2, hd, n_ctx, np.float32)])
     # a cache longer than 32 splits of 64: chunks of 128 and more per split, a last split partly filled
     nm = "long_f16"
-    c.add(nm, "f16", 4, 2, 128, 2100, [2047, 2049, 2100],
+    c.add(nm, "f16", (4, 2, 128), 2100, [2047, 2049, 2100],
           [random_layer(c, nm, rng, 4, 2, 128, 2100, np.float16)])
     # small caches: one split (S = 1), and S = 4 around S
     for n_ctx_s, pts in ((40, [1, 2, 39, 40]), (200, [1, 3, 5, 64, 65, 200])):
         nm = f"small{n_ctx_s}_f16"
-        c.add(nm, "f16", 8, 1, 256, n_ctx_s, pts, [random_layer(c, nm, rng, 8, 1, 256, n_ctx_s, np.float16)])
+        c.add(nm, "f16", (8, 1, 256), n_ctx_s, pts, [random_layer(c, nm, rng, 8, 1, 256, n_ctx_s, np.float16)])
     # n_ctx given explicitly, smaller than what the buffers hold (the splits follow the argument)
     nm = "explicit_ctx_f32"
-    c.add(nm, "f32", 4, 2, 64, 300, [1, 299, 300], [random_layer(c, nm, rng, 4, 2, 64, 512, np.float32)],
+    c.add(nm, "f32", (4, 2, 64), 300, [1, 299, 300], [random_layer(c, nm, rng, 4, 2, 64, 512, np.float32)],
           n_ctx_arg=300)
     # the adapter's own split count (one split on a CPU adapter such as lavapipe)
     nm = "adapter_default_f16"
-    c.add(nm, "f16", 4, 2, 64, 1024, [1, 65, 1024], [random_layer(c, nm, rng, 4, 2, 64, 1024, np.float16)],
+    c.add(nm, "f16", (4, 2, 64), 1024, [1, 65, 1024], [random_layer(c, nm, rng, 4, 2, 64, 1024, np.float16)],
           max_splits=None)
     # two layers in one list share the partials buffer: each must read its own
-    c.add("two_layers_f16", "f16", 8, 2, 128, 512, [1, 100, 512],
+    c.add("two_layers_f16", "f16", (8, 2, 128), 512, [1, 100, 512],
           [random_layer(c, "two_layers_a", rng, 8, 2, 128, 512, np.float16),
            random_layer(c, "two_layers_b", rng, 8, 2, 128, 512, np.float16)])
     # large-magnitude scores: near one-hot softmax (scores of thousands), in f16 and f32
     for kv, dt in (("f16", np.float16), ("f32", np.float32)):
         nm = f"huge_{kv}"
-        c.add(nm, kv, 8, 2, 128, 1024, [1, 17, 700, 1024],
+        c.add(nm, kv, (8, 2, 128), 1024, [1, 17, 700, 1024],
               [random_layer(c, nm, rng, 8, 2, 128, 1024, dt, q_scale=400.0)], tol=(2e-3, 2e-3))
     # scores rising with position: the early splits' terms underflow to 0 against the last split's max, and
     # per-split maxima differ by thousands (the combine's rescaling must not overflow)
@@ -146,11 +148,11 @@ def split_run(tmp_path_factory):
     q = np.tile(direction * 50.0, 4).astype(np.float32)
     for kv, dt in (("f16", np.float16), ("f32", np.float32)):
         nm = f"rising_{kv}"
-        c.add(nm, kv, 4, 1, hd_r, n_ctx_r, [2, 65, 700, 1024], [c.layer(nm, q, k.astype(dt), v.astype(dt))],
+        c.add(nm, kv, (4, 1, hd_r), n_ctx_r, [2, 65, 700, 1024], [c.layer(nm, q, k.astype(dt), v.astype(dt))],
               tol=(2e-3, 2e-3))
         # and falling: the max sits in split 0, the rest underflow
         nm = f"falling_{kv}"
-        c.add(nm, kv, 4, 1, hd_r, n_ctx_r, [2, 65, 700, 1024], [c.layer(nm, -q, k.astype(dt), v.astype(dt))],
+        c.add(nm, kv, (4, 1, hd_r), n_ctx_r, [2, 65, 700, 1024], [c.layer(nm, -q, k.astype(dt), v.astype(dt))],
               tol=(2e-3, 2e-3))
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=300)

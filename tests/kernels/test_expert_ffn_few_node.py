@@ -22,6 +22,7 @@ from node_helpers import KERNEL_HARNESS
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels
+from py_engine.gpu.chunk_shapes import ExpertGemmShape, ExpertRouting
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -46,25 +47,26 @@ async def main(args):
                                                                          ("down", e, ffn)))
         fused[n] = ck.fused_gate_up(gate, up, down, k, a["n_exp"])
         h, norm_w, grouped, slot_map, mask = (inp(f"{n}_{s}") for s in ("h", "norm_w", "grouped", "slot_map", "mask"))
-        common = (grouped, slot_map, a["map_base"], a["n_exp"], mask)
+        route = ExpertRouting(k, a["n_exp"], grouped, slot_map, a["map_base"], mask)
+        gate_up_shape, down_shape = ExpertGemmShape(ffn, e, k), ExpertGemmShape(e, ffn, 1)
         outs = {s: inp(f"{n}_{s}0") for s in ("x", "xq", "g", "u", "act", "actq", "y_sep", "y_fused")}
         x = outs["x"]
         dl = DispatchList()
         async with GpuErrorScope(gpu, "recording " + n):
             ck.rmsnorm(dl, h, norm_w, x, e, 1e-6, xq=outs["xq"])
-            ck.expert_gemm(dl, gate, ffn, k, x, outs["g"], *common, x_stride=e, x_div=k)
-            ck.expert_gemm(dl, up, ffn, k, x, outs["u"], *common, x_stride=e, x_div=k)
+            ck.expert_gemm(dl, gate, x, outs["g"], route, gate_up_shape)
+            ck.expert_gemm(dl, up, x, outs["u"], route, gate_up_shape)
             kern.silu_mul(dl, outs["g"], outs["u"], outs["act"], T * k * ffn)
-            ck.expert_gemm(dl, down, e, k, outs["act"], outs["y_sep"], *common, x_stride=ffn, x_div=1)
-            ck.expert_gate_up(dl, gate, up, ffn, k, outs["xq"], outs["actq"], *common, x_div=k)
-            ck.expert_gemm(dl, down, e, k, outs["actq"], outs["y_fused"], *common, x_stride=ffn, x_div=1,
-                           x_q8=True)
+            ck.expert_gemm(dl, down, outs["act"], outs["y_sep"], route, down_shape)
+            ck.expert_gate_up(dl, gate, up, outs["xq"], outs["actq"], route, gate_up_shape)
+            ck.expert_gemm(dl, down, outs["actq"], outs["y_fused"], route, down_shape, x_q8=True)
         dl.submit(gpu)
         for s, buf in outs.items():
             (d / f"out_{n}_{s}.bin").write_bytes(await rb.read(buf, 0, int(buf.size)))
         check_errors(gpu, n)
     try:
-        ck.expert_gemm(dl, gate, ffn, 4096, x, outs["g"], *common, x_stride=e, x_div=k, x_q8=True)
+        many = ExpertRouting(4096, a["n_exp"], grouped, slot_map, a["map_base"], mask)
+        ck.expert_gemm(dl, gate, x, outs["g"], many, gate_up_shape, x_q8=True)
         refused = ""
     except ValueError as err:
         refused = str(err)

@@ -16,6 +16,7 @@ from node_helpers import KERNEL_HARNESS
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels
+from py_engine.gpu.chunk_shapes import DeltaNetShape
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -37,8 +38,8 @@ async def main(args):
             write_buffer(gpu, chunk, 0, struct.pack("<4I", n, pos0, 0, 0))
             dl = DispatchList()
             async with GpuErrorScope(gpu, f"{name} part {i}"):
-                ck.gdn_recurrent(dl, qkv, gates, fixed["dt"], fixed["a"], state, out, qk_scales, nk, nv, dk, dv,
-                                 case["eps"])
+                ck.gdn_recurrent(dl, qkv, gates, (fixed["dt"], fixed["a"]), state, out, qk_scales,
+                                 DeltaNetShape(nk, nv, dk, dv, case["eps"]))
             dl.submit(gpu)
             (d / f"{name}_out{i}.bin").write_bytes(await rb.read(out, 0, 4 * n * nv * dv))
             (d / f"{name}_state{i}.bin").write_bytes(await rb.read(state, 0, 4 * nv * dk * dv))

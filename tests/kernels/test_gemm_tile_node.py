@@ -13,6 +13,7 @@ The int8 tile also gets rows already fake-quantised (as fake_quantize_q8_0 write
 zero blocks, f16-subnormal and large scales and a dominant value.
 """
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from diskformer.reference.layers import fake_quantize_q8_0
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu.chunk_kernels import ChunkKernels, gemm_k_slices, gemm_token_tile
+from py_engine.gpu.chunk_shapes import ExpertGemmShape, ExpertRouting, GemmRows
 from py_engine.gpu.kernels import q8_input_words
 
 async def main(args):
@@ -59,13 +61,14 @@ async def main(args):
                     ck.gemm_quantised(dl, w, inp(a["name"] + "_x"), upload(gpu, junk), y, a["y_stride"],
                                       a["y_base"], a["accumulate"], label=a["name"])
                 else:
-                    ck.gemm(dl, w, inp(a["name"] + "_x"), y, a["x_stride"], a["y_stride"], a["x_base"], a["y_base"],
-                            a["accumulate"], k_slices=a["k_slices"], xq=xq)
+                    rows = GemmRows(a["x_stride"], a["y_stride"], a["x_base"], a["y_base"])
+                    ck.gemm(dl, w, inp(a["name"] + "_x"), y, rows, a["accumulate"], k_slices=a["k_slices"], xq=xq)
             else:
                 pool = matrix(a["name"] + "_w", a["fmt"], a["slots"] * a["rows"], a["cols"], a["slots"] * a["rows"])
-                ck.expert_gemm(dl, pool, a["rows"], a["k"], inp(a["name"] + "_x"), y, inp(a["name"] + "_grouped"),
-                               inp(a["name"] + "_slot_map"), a["map_base"], a["n_exp"], inp(a["name"] + "_mask"),
-                               a["x_stride"], a["x_div"])
+                route = ExpertRouting(a["k"], a["n_exp"], inp(a["name"] + "_grouped"), inp(a["name"] + "_slot_map"),
+                                      a["map_base"], inp(a["name"] + "_mask"))
+                ck.expert_gemm(dl, pool, inp(a["name"] + "_x"), y, route,
+                               ExpertGemmShape(a["rows"], a["x_stride"], a["x_div"]))
         dl.submit(gpu)
         (d / f"out_{a['name']}.bin").write_bytes(await rb.read(y, 0, int(y.size)))
         check_errors(gpu, a["name"])
@@ -93,6 +96,52 @@ MODES = (("q8", "q8", "q8"), ("q8f", "q8", "f32"), ("f32", "f32", "q8"))  # case
 SENTINEL = -7.25  # in every output slot the kernel must not write
 
 
+@dataclass(frozen=True)
+class GemmCase:
+    """A dense GEMM case of `rows` weight rows x `cols`, n tokens in use of a chunk of T (None: n).
+    x_base / x_extra, y_base / y_extra: values before / after a row's own in X's and Y's rows. band_rows: the weight
+    rows per band. row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it.
+    k_slices: the product split along K into that many slices (gemm.wgsl's z, then gemm_split_sum.wgsl).
+    xq: X also given quantised ahead (rmsnorm_q8's layout: the T rows' codes, then their scales), which the
+    int8 tile reads instead of quantising X (gemm_xin_q8.wgsl). quantise: through gemm_quantised (X's rows
+    quantised by quantize_rows_q8.wgsl first, then read as xq; the plain gemm in the other modes). act: the
+    activation mode; kind: X's values (Cases.x_rows)."""
+    fmt: str
+    rows: int
+    cols: int
+    n: int
+    T: int = None
+    band_rows: int = None
+    x_base: int = 0
+    x_extra: int = 0
+    y_base: int = 0
+    y_extra: int = 0
+    accumulate: bool = False
+    row_base: int = 0
+    rows_after: int = 0
+    act: str = "q8"
+    kind: str = "random"
+    k_slices: int = None
+    xq: bool = False
+    quantise: bool = False
+
+
+@dataclass(frozen=True)
+class ExpertsCase:
+    """A routed-expert GEMM case: expert e gets counts[e] of the T·k picks; x row of pick p: p // x_div; absent
+    experts have no slot, masked ones are not in use."""
+    fmt: str
+    rows: int
+    cols: int
+    T: int
+    k: int
+    counts: tuple
+    x_div: int
+    absent: tuple = ()
+    masked: tuple = ()
+    act: str = "q8"
+
+
 class Cases:
     def __init__(self, folder, rng):
         self.dir, self.rng = folder, rng
@@ -114,19 +163,14 @@ class Cases:
         blocks = codes.reshape(rows, cols // 32, 32).astype(np.float32) * scales[:, :, None].astype(np.float32)
         return blocks.reshape(rows, cols)
 
-    def gemm(self, name, fmt, rows, cols, n, T=None, band_rows=None, x_base=0, x_extra=0, y_base=0, y_extra=0,
-             accumulate=False, row_base=0, rows_after=0, act="q8", kind="random", k_slices=None, xq=False,
-             quantise=False):
-        """row_base / rows_after: W is a row view of a stacked matrix with that many rows before / after it.
-        k_slices: the product split along K into that many slices (gemm.wgsl's z, then gemm_split_sum.wgsl).
-        xq: X also given quantised ahead (rmsnorm_q8's layout: the T rows' codes, then their scales), which the
-        int8 tile reads instead of quantising X (gemm_xin_q8.wgsl). quantise: through gemm_quantised (X's rows
-        quantised by quantize_rows_q8.wgsl first, then read as xq; the plain gemm in the other modes)."""
-        T = T or n
+    def gemm(self, name, case: GemmCase):
+        fmt, rows, cols, n, T = case.fmt, case.rows, case.cols, case.n, case.T or case.n
+        x_base, x_extra, y_base, y_extra = case.x_base, case.x_extra, case.y_base, case.y_extra
+        row_base, rows_after, accumulate, act, xq = case.row_base, case.rows_after, case.accumulate, case.act, case.xq
         x_stride, y_stride = cols + x_base + x_extra, rows + y_base + y_extra
         W = self.weights(name + "_w", fmt, row_base + rows + rows_after, cols)[row_base:row_base + rows]
         x = self.rng.standard_normal((T, x_stride)).astype(np.float32)
-        x[:, x_base:x_base + cols] = self.x_rows((T, cols), kind)
+        x[:, x_base:x_base + cols] = self.x_rows((T, cols), case.kind)
         x = x.ravel()
         y0 = np.full(T * y_stride, SENTINEL, np.float32)
         if accumulate:
@@ -141,9 +185,9 @@ class Cases:
         ref[:n, y_base:y_base + rows] = prod + (ref[:n, y_base:y_base + rows] if accumulate else 0)
         self.ref[name] = ref.ravel()
         self.spec.append(dict(name=name, kernel="gemm", fmt=fmt, rows=rows, cols=cols, n=n, T=T,
-                              band_rows=band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
+                              band_rows=case.band_rows or rows, x_stride=x_stride, y_stride=y_stride, x_base=x_base,
                               y_base=y_base, accumulate=accumulate, row_base=row_base, rows_after=rows_after,
-                              act=act, k_slices=k_slices, xq=xq, quantise=quantise))
+                              act=act, k_slices=case.k_slices, xq=xq, quantise=case.quantise))
 
     def x_rows(self, shape, kind):
         """Activation rows: "random", "mixed" (a zero block, blocks with an f16-subnormal or a large scale, a
@@ -162,8 +206,9 @@ class Cases:
         """What a product over `fmt` weights multiplies in activation mode `act`, as f64."""
         return (fake_quantize_q8_0(x) if fmt == "q8" and act == "q8" else x).astype(np.float64)
 
-    def experts(self, name, fmt, rows, cols, T, k, counts, x_div, absent=(), masked=(), act="q8"):
-        """Routed-expert GEMM: expert e gets counts[e] of the T·k picks; x row of pick p: p // x_div."""
+    def experts(self, name, case: ExpertsCase):
+        fmt, rows, cols, T, k, counts, x_div = case.fmt, case.rows, case.cols, case.T, case.k, case.counts, case.x_div
+        absent, masked, act = case.absent, case.masked, case.act
         n_exp = len(counts)
         slots = n_exp + 1
         P = self.weights(name + "_w", fmt, slots * rows, cols).reshape(slots, rows, cols)
@@ -207,46 +252,50 @@ def tile_run(tmp_path_factory):
         kw = {"act": act}
         for rows in (1, 127, 129, 300):
             for n in (1, 63, 65):
-                c.gemm(f"g_{tag}_r{rows}_t{n}_k64", fmt, rows, 64, n, **kw)
+                c.gemm(f"g_{tag}_r{rows}_t{n}_k64", GemmCase(fmt, rows, 64, n, **kw))
         for rows, n in ((129, 65), (300, 1), (127, 63)):
-            c.gemm(f"g_{tag}_r{rows}_t{n}_k32", fmt, rows, 32, n, **kw)
+            c.gemm(f"g_{tag}_r{rows}_t{n}_k32", GemmCase(fmt, rows, 32, n, **kw))
         for rows, n in ((129, 65), (300, 1), (1, 63)):
-            c.gemm(f"g_{tag}_r{rows}_t{n}_k2048", fmt, rows, 2048, n, **kw)
+            c.gemm(f"g_{tag}_r{rows}_t{n}_k2048", GemmCase(fmt, rows, 2048, n, **kw))
         # a short last chunk (rows beyond n unused), bands, offsets inside wider rows, accumulation
-        c.gemm(f"g_{tag}_short", fmt, 300, 96, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7, y_extra=3,
-               **kw)
-        c.gemm(f"g_{tag}_acc", fmt, 129, 64, 20, T=32, x_base=64, y_base=11, accumulate=True, **kw)
-        c.gemm(f"g_{tag}_t16", fmt, 200, 64, 9, T=16, **kw)
+        c.gemm(f"g_{tag}_short", GemmCase(fmt, 300, 96, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7,
+                                          y_extra=3, **kw))
+        c.gemm(f"g_{tag}_acc", GemmCase(fmt, 129, 64, 20, T=32, x_base=64, y_base=11, accumulate=True, **kw))
+        c.gemm(f"g_{tag}_t16", GemmCase(fmt, 200, 64, 9, T=16, **kw))
         # row views: an odd first row (Q8_0 scales mid-word), a view past a full tile, the last part of a stack
-        c.gemm(f"g_{tag}_view_mid", fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, **kw)
-        c.gemm(f"g_{tag}_view_tail", fmt, 40, 64, 17, T=32, row_base=130, **kw)
+        c.gemm(f"g_{tag}_view_mid", GemmCase(fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, **kw))
+        c.gemm(f"g_{tag}_view_tail", GemmCase(fmt, 40, 64, 17, T=32, row_base=130, **kw))
         # split along K: slices of unequal length (64 blocks in 3), accumulating at an offset over a short chunk in
         # bands; a view; more slices than blocks (one per block)
-        c.gemm(f"g_{tag}_split3", fmt, 300, 2048, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7,
-               y_extra=3, accumulate=True, k_slices=3, **kw)
-        c.gemm(f"g_{tag}_split_view", fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4, k_slices=2, **kw)
-        c.gemm(f"g_{tag}_split_all", fmt, 64, 96, 16, T=16, k_slices=8, **kw)
+        c.gemm(f"g_{tag}_split3", GemmCase(fmt, 300, 2048, 37, T=64, band_rows=129, x_base=32, x_extra=5, y_base=7,
+                                           y_extra=3, accumulate=True, k_slices=3, **kw))
+        c.gemm(f"g_{tag}_split_view", GemmCase(fmt, 129, 96, 20, T=32, row_base=3, rows_after=5, y_base=4,
+                                               k_slices=2, **kw))
+        c.gemm(f"g_{tag}_split_all", GemmCase(fmt, 64, 96, 16, T=16, k_slices=8, **kw))
         # X quantised ahead (read only by the int8 tile; the other modes take the f32 rows): a short chunk, split
-        c.gemm(f"g_{tag}_xq", fmt, 300, 2048, 37, T=64, xq=True, y_base=7, y_extra=3, **kw)
-        c.gemm(f"g_{tag}_xq_split", fmt, 129, 96, 20, T=32, k_slices=2, accumulate=True, xq=True, kind="mixed",
-               **kw)
+        c.gemm(f"g_{tag}_xq", GemmCase(fmt, 300, 2048, 37, T=64, xq=True, y_base=7, y_extra=3, **kw))
+        c.gemm(f"g_{tag}_xq_split", GemmCase(fmt, 129, 96, 20, T=32, k_slices=2, accumulate=True, xq=True,
+                                             kind="mixed", **kw))
         # X quantised by the chunk itself first (an output product's input): a short chunk of K 64 blocks (more
         # than one workgroup of blocks per row in quantize_rows_q8.wgsl), edge values accumulating
-        c.gemm(f"g_{tag}_quantise", fmt, 300, 2560, 37, T=64, y_base=7, y_extra=3, quantise=True, **kw)
-        c.gemm(f"g_{tag}_quantise_mixed", fmt, 129, 96, 20, T=32, accumulate=True, kind="mixed", quantise=True,
-               **kw)
+        c.gemm(f"g_{tag}_quantise", GemmCase(fmt, 300, 2560, 37, T=64, y_base=7, y_extra=3, quantise=True, **kw))
+        c.gemm(f"g_{tag}_quantise_mixed", GemmCase(fmt, 129, 96, 20, T=32, accumulate=True, kind="mixed",
+                                                   quantise=True, **kw))
         # routed experts: average picks per expert pick the 16-, 32- and 64-token tile; counts around each
-        c.experts(f"e_{tag}_t16", fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw)
-        c.experts(f"e_{tag}_t32", fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0], **kw)
-        c.experts(f"e_{tag}_t64", fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1, absent=[2], **kw)
+        c.experts(f"e_{tag}_t16", ExpertsCase(fmt, 129, 64, T=8, k=2, counts=[0, 1, 8, 7], x_div=2, **kw))
+        c.experts(f"e_{tag}_t32", ExpertsCase(fmt, 300, 64, T=50, k=2, counts=[33, 0, 50, 17], x_div=2, masked=[0],
+                                              **kw))
+        c.experts(f"e_{tag}_t64", ExpertsCase(fmt, 127, 96, T=130, k=2, counts=[130, 65, 64, 1], x_div=1,
+                                              absent=[2], **kw))
         # few picks per expert on average (the int8 mode's moe_gemm_few.wgsl): an expert past several passes
         # of 8 picks, K of 64 blocks (4 staging steps) and of 3 (one short step), rows past the last 64-row block
-        c.experts(f"e_{tag}_few", fmt, 129, 2048, T=40, k=2, counts=[0, 33, 20, 1, 17, 9, 0, 0], x_div=1,
-                  absent=[5], **kw)
-        c.experts(f"e_{tag}_few_k96", fmt, 64, 96, T=12, k=2, counts=[5, 0, 12, 7], x_div=2, masked=[3], **kw)
+        c.experts(f"e_{tag}_few", ExpertsCase(fmt, 129, 2048, T=40, k=2, counts=[0, 33, 20, 1, 17, 9, 0, 0],
+                                              x_div=1, absent=[5], **kw))
+        c.experts(f"e_{tag}_few_k96", ExpertsCase(fmt, 64, 96, T=12, k=2, counts=[5, 0, 12, 7], x_div=2,
+                                                  masked=[3], **kw))
         if act == "q8" and fmt == "q8":  # quantisation edge values, raw and already quantised
-            c.gemm(f"g_{tag}_mixed", fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="mixed", **kw)
-            c.gemm(f"g_{tag}_prequant", fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="prequant", **kw)
+            c.gemm(f"g_{tag}_mixed", GemmCase(fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="mixed", **kw))
+            c.gemm(f"g_{tag}_prequant", GemmCase(fmt, 129, 96, 33, T=64, x_base=32, x_extra=5, kind="prequant", **kw))
     (d / "spec.json").write_text(json.dumps(c.spec))
     info = run_in_node(NODE_CODE, {"dir": str(d), "tile_tokens": TILE_TOKENS}, mounts=[d], timeout=600)
     return c, d, info

@@ -12,7 +12,7 @@ import uvicorn
 from diskformer.host_guard import GuardedH11Protocol, host_allowed
 from diskformer.ranges import RangeNotSatisfiable, parse_range
 from diskformer.server import create_app, server_config
-from test_server import make_repo  # same folder
+from served_repo import make_repo
 
 
 class FastGuard(GuardedH11Protocol):

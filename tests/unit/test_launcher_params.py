@@ -158,30 +158,32 @@ def test_chunk_launchers(gpu_modules):
     dl = m.commands.DispatchList()
     b, T = _buf, 16
     ck = m.chunk_kernels.ChunkKernels(kern, b(), T)
+    shapes = importlib.import_module("py_engine.gpu.chunk_shapes")
     w = _matrix(m, "q8", 96, 128)
-    ck.gemm(dl, w, b(), b(), 128, 96)
-    ck.gemm(dl, w, b(), b(), 128, 96, k_slices=2, accumulate=True)
-    ck.gemm(dl, w, b(), b(), 128, 96, xq=b())
+    ck.gemm(dl, w, b(), b(), shapes.GemmRows(128, 96))
+    ck.gemm(dl, w, b(), b(), shapes.GemmRows(128, 96), k_slices=2, accumulate=True)
+    ck.gemm(dl, w, b(), b(), shapes.GemmRows(128, 96), xq=b())
     ck.gemm_quantised(dl, w, b(), b(), b(), 96)
     ck.last_row(dl, b(), b(), 128)
     pool = _matrix(m, "q8", 8 * 96, 128)
-    ck.expert_gemm(dl, pool, 96, 2, b(), b(), b(), b(), 0, 8, b(), 128, 2)  # few picks per expert
-    ck.expert_gemm(dl, pool, 96, 8, b(), b(), b(), b(), 0, 8, b(), 128, 8, x_q8=True)
+    few, many = (shapes.ExpertRouting(k, 8, b(), b(), 0, b()) for k in (2, 8))
+    ck.expert_gemm(dl, pool, b(), b(), few, shapes.ExpertGemmShape(96, 128, 2))  # few picks per expert
+    ck.expert_gemm(dl, pool, b(), b(), many, shapes.ExpertGemmShape(96, 128, 8), x_q8=True)
     kern.q8_act = False
-    ck.expert_gemm(dl, _matrix(m, "f32", 8 * 96, 128), 96, 8, b(), b(), b(), b(), 0, 8, b(), 128, 8)  # the tiles
+    ck.expert_gemm(dl, _matrix(m, "f32", 8 * 96, 128), b(), b(), many, shapes.ExpertGemmShape(96, 128, 8))  # tiles
     kern.q8_act = True
     gate, up = _matrix(m, "q8", 8 * 64, 128, "gate"), _matrix(m, "q8", 8 * 64, 128, "up")
-    ck.expert_gate_up(dl, gate, up, 64, 2, b(), b(), b(), b(), 0, 8, b(), 2)
+    ck.expert_gate_up(dl, gate, up, b(), b(), few, shapes.ExpertGemmShape(64, 128, 2))
     ck.embed(dl, _matrix(m, "q8", 50, 128), b(), b())
     ck.rmsnorm(dl, b(), b(), b(), 128, 1e-6, xq=b())
     ck.qk_norm_rope(dl, b(), b(), 4, 64, 32, 1e-6, 1e4, 512)
     ck.kv_append(dl, b(), b(), b(), 128, 256, 384, 512)
-    ck.attention(dl, b(), b(), b(), b(), 4, 2, 64, 0.125, 256, 256)
+    ck.attention(dl, b(), b(), b(), b(), shapes.AttentionShape(4, 2, 64, 0.125, 256, 256))
     ck.router_topk(dl, b(), b(), b(), 16, 4)
     ck.moe_group(dl, b(), b(), 4, 16)
     ck.moe_combine(dl, b(), b(), b(), 128, 4)
     ck.gdn_conv(dl, b(), b(), b(), b(), 384, 4)
-    ck.gdn_recurrent(dl, b(), b(), b(), b(), b(), b(), b(), 2, 4, 64, 32, 1e-6)
+    ck.gdn_recurrent(dl, b(), b(), (b(), b()), b(), b(), b(), shapes.DeltaNetShape(2, 4, 64, 32, 1e-6))
     assert dl.count == len(gpu.device.bind_groups) > 20
     _every_dispatch_has_params(gpu)
 

@@ -1,102 +1,19 @@
-"""The expert streamer's rules, with a fake reader (controllable completion) and a fake device (a dict of slots)."""
+"""The expert streamer's rules for demands (hits, misses, duplicates), eviction and its policies, pins and an
+exhausted pool; the slot pool's layout and the residency map. Prefetch and clear: test_residency_prefetch.py."""
 import asyncio
 import math
 import random
 
 import pytest
 
-from py_engine.residency import (ABSENT, ExpertStreamer, HotPolicy, LruPolicy, PoolExhausted, ResidencyMap,
-                                 SlotPoolLayout)
-
-REC = 64  # bytes per fake record
-
-
-def record(layer, expert):
-    """A record whose bytes say which expert it is."""
-    return bytes([layer, expert]) * (REC // 2)
-
-
-class FakeReader:
-    """read_record returns the expert's record; with gated=True each read waits until the test calls open()."""
-
-    def __init__(self, gated=False, yields=0):
-        self.gated, self.yields = gated, yields
-        self.reads = []
-        self.gates = {}
-        self.fail = set()
-
-    async def read_record(self, layer, expert):
-        self.reads.append((layer, expert))
-        if self.gated:
-            fut = asyncio.get_running_loop().create_future()
-            self.gates.setdefault((layer, expert), []).append(fut)
-            await fut
-        for _ in range(self.yields(layer, expert) if callable(self.yields) else self.yields):
-            await asyncio.sleep(0)
-        if (layer, expert) in self.fail:
-            raise OSError(f"read of {(layer, expert)} failed")
-        return record(layer, expert)
-
-    def open(self, layer, expert):
-        for fut in self.gates.pop((layer, expert)):
-            fut.set_result(None)
-
-    def pending(self):
-        return sorted(self.gates)
-
-
-class FakeDevice:
-    """The uploader: records which bytes landed in which slot, in order."""
-
-    def __init__(self):
-        self.slots = {}
-        self.uploads = []
-
-    def upload(self, slot, data):
-        self.slots[slot] = bytes(data)
-        self.uploads.append((slot, bytes(data)))
-
-
-def make(slots=4, layers=4, experts=16, gated=False, **kw):
-    reader, dev = FakeReader(gated=gated), FakeDevice()
-    rmap = ResidencyMap(layers, experts)
-    xs = ExpertStreamer(layers=layers, experts=experts, slots=slots, reader=reader, uploader=dev, record_bytes=REC,
-                        on_map_change=rmap.set, **kw)
-    return xs, reader, dev, rmap
-
-
-def run(coro):
-    async def bounded():  # a broken streamer fails the test instead of hanging it
-        return await asyncio.wait_for(coro, 10)
-    return asyncio.run(bounded())
-
-
-async def settle(n=20):
-    for _ in range(n):
-        await asyncio.sleep(0)
-
-
-def check_invariants(xs, dev, rmap):
-    """Every resident expert's slot holds its bytes, no slot has two owners, and the map mirrors residency."""
-    seen = {}
-    for s in range(xs.slots):
-        k = xs.slot_key(s)
-        if k is not None:
-            assert k not in seen, f"{k} resident in slots {seen[k]} and {s}"
-            seen[k] = s
-            assert dev.slots[s] == record(*k)
-    for layer in range(xs.layers):
-        for e in range(xs.experts):
-            assert rmap.get(layer, e) == seen.get((layer, e), ABSENT)
-    loading_slots = [ld.slot for ld in xs._loading.values()]
-    assert len(set(loading_slots) | set(seen.values())) == len(loading_slots) + len(seen)
-    assert not set(xs._free) & (set(loading_slots) | set(seen.values()) | set(xs._tasks))
+from py_engine.residency import ABSENT, HotPolicy, LruPolicy, PoolExhausted, ResidencyMap, SlotPoolLayout
+from streamer_fakes import REC, check_invariants, make_streamer, record, run, settle
 
 
 # ---- ensure: hits, misses, duplicates -------------------------------------------------------------------------
 def test_miss_then_hit_and_duplicate_ids_share_a_slot():
     async def main():
-        xs, reader, dev, rmap = make()
+        xs, reader, dev, rmap = make_streamer()
         slots = await xs.ensure(0, [3, 5, 3])
         assert slots[0] == slots[2] != slots[1]
         assert reader.reads == [(0, 3), (0, 5)]
@@ -117,7 +34,7 @@ def test_miss_then_hit_and_duplicate_ids_share_a_slot():
 
 def test_late_hit_waits_for_the_prefetch_and_reads_once():
     async def main():
-        xs, reader, dev, rmap = make(gated=True)
+        xs, reader, dev, rmap = make_streamer(gated=True)
         xs.prefetch(1, [7])
         await settle()
         assert reader.pending() == [(1, 7)]
@@ -137,7 +54,7 @@ def test_late_hit_waits_for_the_prefetch_and_reads_once():
 
 def test_reader_with_wrong_record_size_is_an_error_and_frees_the_slot():
     async def main():
-        xs, reader, dev, rmap = make()
+        xs, reader, dev, rmap = make_streamer()
         xs.record_bytes = REC + 1
         with pytest.raises(ValueError, match="expert records are 65 B"):
             await xs.ensure(0, [1])
@@ -147,7 +64,7 @@ def test_reader_with_wrong_record_size_is_an_error_and_frees_the_slot():
 
 def test_a_cancelled_demand_releases_its_pins():
     async def main():
-        xs, reader, dev, rmap = make(gated=True)
+        xs, reader, dev, rmap = make_streamer(gated=True)
         held = await asyncio.wait_for(asyncio.shield(xs.ensure(0, [])), 1)
         assert held == []
         fut = xs.ensure(0, [1, 2])
@@ -165,7 +82,7 @@ def test_a_cancelled_demand_releases_its_pins():
 
 def test_failed_read_releases_the_demands_pins():
     async def main():
-        xs, reader, dev, rmap = make()
+        xs, reader, dev, rmap = make_streamer()
         reader.fail.add((0, 2))
         with pytest.raises(OSError, match="read of"):
             await xs.ensure(0, [1, 2])
@@ -180,7 +97,7 @@ def test_failed_read_releases_the_demands_pins():
 # ---- eviction -------------------------------------------------------------------------------------------------
 def test_lru_evicts_least_recently_used():
     async def main():
-        xs, reader, dev, rmap = make(slots=3)
+        xs, reader, dev, rmap = make_streamer(slots=3)
         for e in (1, 2, 3):
             xs.release(await xs.ensure(0, [e]))
         xs.release(await xs.ensure(0, [1]))  # refresh 1: order is now 2, 3, 1
@@ -196,7 +113,7 @@ def test_lru_evicts_least_recently_used():
 
 def test_touch_refreshes_recency_like_a_hit():
     async def main():
-        xs, reader, dev, rmap = make(slots=2)
+        xs, reader, dev, rmap = make_streamer(slots=2)
         for e in (1, 2):
             xs.release(await xs.ensure(0, [e]))
         assert xs.touch(0, [1, 9]) == 1  # 9 is not resident: ignored
@@ -207,7 +124,7 @@ def test_touch_refreshes_recency_like_a_hit():
 
 def test_hot_policy_keeps_the_most_used_expert():
     async def main():
-        xs, reader, dev, rmap = make(slots=3, policy="hot", half_life_tokens=8)
+        xs, reader, dev, rmap = make_streamer(slots=3, policy="hot", half_life_tokens=8)
         for e, uses in ((1, 3), (2, 1), (3, 2)):
             for _ in range(uses):
                 xs.release(await xs.ensure(0, [e]))
@@ -218,7 +135,7 @@ def test_hot_policy_keeps_the_most_used_expert():
 
 def test_hot_counts_decay_with_the_half_life():
     async def main():
-        xs, reader, dev, rmap = make(slots=3, policy="hot", half_life_tokens=2)
+        xs, reader, dev, rmap = make_streamer(slots=3, policy="hot", half_life_tokens=2)
         for _ in range(4):
             xs.release(await xs.ensure(0, [1]))  # count 4 at token 0
         xs.advance_token(10)  # 4 * 2**-5 = 0.125
@@ -280,7 +197,7 @@ def test_lru_policy_unit():
 # ---- pins and exhaustion --------------------------------------------------------------------------------------
 def test_pinned_slots_are_never_evicted_and_a_full_pin_raises_pool_exhausted():
     async def main():
-        xs, reader, dev, rmap = make(slots=2)
+        xs, reader, dev, rmap = make_streamer(slots=2)
         held = await xs.ensure(0, [1, 2])
         with pytest.raises(PoolExhausted, match="pool exhausted: 2 slots all pinned; raise the GPU budget"):
             xs.ensure(0, [3])
@@ -294,7 +211,7 @@ def test_pinned_slots_are_never_evicted_and_a_full_pin_raises_pool_exhausted():
 
 def test_a_demand_larger_than_the_pool_raises_and_keeps_no_pins():
     async def main():
-        xs, reader, dev, rmap = make(slots=3)
+        xs, reader, dev, rmap = make_streamer(slots=3)
         with pytest.raises(PoolExhausted):
             await xs.ensure(0, [1, 2, 3, 4])
         assert all(xs.pins(s) == 0 for s in range(3))
@@ -305,7 +222,7 @@ def test_a_demand_larger_than_the_pool_raises_and_keeps_no_pins():
 
 def test_a_demand_waits_for_an_unpinned_loading_slot_instead_of_failing():
     async def main():
-        xs, reader, dev, rmap = make(slots=2, gated=True)
+        xs, reader, dev, rmap = make_streamer(slots=2, gated=True)
         xs.prefetch(2, [5, 6])
         await settle()
         fut = xs.ensure(1, [9])  # no free slot, nothing evictable, both slots loading unpinned
@@ -322,192 +239,6 @@ def test_a_demand_waits_for_an_unpinned_loading_slot_instead_of_failing():
         xs.release(slots)
         check_invariants(xs, dev, rmap)
     run(main())
-
-
-# ---- prefetch -------------------------------------------------------------------------------------------------
-def test_prefetch_returns_at_once_and_caps_reads_in_flight():
-    async def main():
-        xs, reader, dev, rmap = make(slots=8, gated=True, max_inflight=2)
-        assert xs.prefetch(1, [1, 2, 3, 4]) is None  # synchronous, nothing to await
-        await settle()
-        assert reader.pending() == [(1, 1), (1, 2)] and xs.inflight == 2 and xs.stats()["queued"] == 2
-        reader.open(1, 1)
-        await settle()
-        assert reader.pending() == [(1, 2), (1, 3)] and xs.inflight == 2
-        assert xs.stats()["prefetch_issued"] == 3
-    run(main())
-
-
-def test_a_demand_drops_queued_guesses_for_its_layer_and_earlier():
-    async def main():
-        xs, reader, dev, rmap = make(slots=8, gated=True, max_inflight=1)
-        xs.prefetch(1, [1])
-        xs.prefetch(1, [2, 3])
-        xs.prefetch(2, [4])
-        xs.prefetch(3, [5])
-        await settle()
-        assert reader.pending() == [(1, 1)]
-        fut = xs.ensure(2, [4])  # drops queued (1,2) (1,3) (2,4); a miss for (2,4) reads at once
-        await settle()
-        assert reader.pending() == [(1, 1), (2, 4)]
-        st = xs.stats()
-        assert st["per_layer"][1]["prefetch_dropped"] == 2 and st["per_layer"][2]["prefetch_dropped"] == 1
-        reader.open(1, 1)
-        reader.open(2, 4)
-        xs.release(await fut)
-        await settle()
-        assert reader.pending() == [(3, 5)]  # the guess for a later layer survived
-        xs.prefetch(2, [7])  # layer 2 was demanded in this token: ignored
-        await settle()
-        assert reader.pending() == [(3, 5)] and xs.stats()["per_layer"][2]["prefetch_dropped"] == 2
-        xs.advance_token()
-        xs.prefetch(2, [7])
-        xs.prefetch(3, [8])
-        await settle()
-        assert reader.pending() == [(3, 5)]
-        xs.advance_token()  # drops all that is queued
-        assert xs.stats()["queued"] == 0
-    run(main())
-
-
-def test_prefetch_skips_resident_loading_and_queued_experts():
-    async def main():
-        xs, reader, dev, rmap = make(slots=8, gated=True, max_inflight=1)
-        fut = xs.ensure(0, [1])
-        await settle()
-        reader.open(0, 1)
-        xs.release(await fut)
-        xs.advance_token()
-        xs.prefetch(0, [1])  # resident
-        xs.prefetch(1, [2, 3])  # 2 starts, 3 is queued
-        xs.prefetch(1, [2, 3])  # loading and queued
-        await settle()
-        assert reader.pending() == [(1, 2)] and xs.stats()["queued"] == 1
-        reader.open(1, 2)
-        await settle()
-        assert reader.reads == [(0, 1), (1, 2), (1, 3)]
-        st = xs.stats()
-        assert (st["prefetch_issued"], st["prefetch_dropped"]) == (2, 0)
-
-
-def test_prefetch_never_evicts_pinned_or_current_token_slots():
-    async def main():
-        xs, reader, dev, rmap = make(slots=2)
-        xs.release(await xs.ensure(0, [1, 2]))
-        xs.prefetch(1, [3])  # both slots were demanded in this token
-        await settle()
-        assert (0 <= xs.slot_of(0, 1)) and (0 <= xs.slot_of(0, 2)) and xs.slot_of(1, 3) == -1
-        assert xs.stats()["per_layer"][1]["prefetch_dropped"] == 1
-        xs.advance_token()
-        held = await xs.ensure(0, [1])
-        xs.prefetch(1, [3])  # 2 is from the previous token and unpinned: it may go
-        await settle()
-        assert xs.slot_of(0, 2) == -1 and xs.slot_of(1, 3) >= 0
-        xs.advance_token()
-        xs.prefetch(1, [4])  # victim is 1's slot? no: 1 is pinned; 3 was prefetched last token: evicted
-        await settle()
-        assert xs.slot_of(0, 1) == held[0] and xs.slot_of(1, 3) == -1 and xs.slot_of(1, 4) >= 0
-        xs.advance_token()
-        xs.prefetch(2, [5])  # 4 (last token) goes; 1 stays pinned
-        xs.prefetch(2, [6])  # nothing left but the pinned slot and 5, fetched this token
-        await settle()
-        assert xs.slot_of(0, 1) == held[0] and xs.slot_of(2, 5) >= 0 and xs.slot_of(2, 6) == -1
-        xs.release(held)
-        st = xs.stats()
-        assert st["prefetch_issued"] == 3 and st["prefetch_used"] == 0
-    run(main())
-
-
-def test_prefetch_used_counts_hits_on_prefetched_experts_once():
-    async def main():
-        xs, reader, dev, rmap = make(slots=8)
-        xs.prefetch(1, [2, 3])
-        await settle()
-        xs.release(await xs.ensure(1, [2]))
-        xs.release(await xs.ensure(1, [2]))
-        st = xs.stats()
-        assert (st["prefetch_issued"], st["prefetch_used"], st["hits"]) == (2, 1, 2)
-        assert st["prefetch_accuracy"] == 0.5
-    run(main())
-
-
-# ---- clear during loads ---------------------------------------------------------------------------------------
-def test_clear_while_loads_are_in_flight_leaves_no_slot_double_owned():
-    async def main():
-        xs, reader, dev, rmap = make(slots=3, gated=True)
-        demand = xs.ensure(0, [1])
-        xs.prefetch(1, [2])
-        await settle()
-        old_slots = {xs._loading[xs.key(0, 1)].slot, xs._loading[xs.key(1, 2)].slot}
-        xs.clear()
-        assert xs.stats()["free"] == 1  # the two loading slots stay with their old loads
-        other = xs.ensure(0, [5])
-        await settle()
-        new_slot = xs._loading[xs.key(0, 5)].slot
-        assert new_slot not in old_slots
-        reader.open(1, 2)  # the old prefetch completes into a freed slot: no upload, no residency
-        await settle()
-        assert xs.slot_of(1, 2) == -1 and all(d != record(1, 2) for _, d in dev.uploads)
-        # the waiting demand starts over in the new generation: a second read of (0, 1)
-        assert reader.pending() == [(0, 1), (0, 5)]
-        reader.open(0, 1)
-        await settle()
-        reader.open(0, 1)
-        reader.open(0, 5)
-        s1, s5 = (await demand)[0], (await other)[0]
-        assert s1 != s5 and dev.slots[s1] == record(0, 1) and dev.slots[s5] == record(0, 5)
-        assert [s for s in range(3) if xs.pins(s)] == sorted([s1, s5])
-        xs.release([s1, s5])
-        check_invariants(xs, dev, rmap)
-        assert rmap.get(1, 2) == ABSENT
-    run(main())
-
-
-def test_clear_frees_pinned_slots_only_at_release():
-    async def main():
-        xs, reader, dev, rmap = make(slots=2)
-        held = await xs.ensure(0, [1, 2])
-        xs.clear()
-        assert rmap.get(0, 1) == ABSENT and xs.slot_of(0, 1) == -1
-        with pytest.raises(PoolExhausted):
-            xs.ensure(0, [3])  # both slots still pinned by a submit in flight
-        xs.release(held)
-        got = await xs.ensure(0, [3, 4])
-        assert sorted(got) == [0, 1]
-        xs.release(got)
-        check_invariants(xs, dev, rmap)
-    run(main())
-
-
-def test_random_schedules_keep_every_invariant():
-    """Random interleavings of demands, prefetches, token ends and clears, with reads finishing out of order."""
-    async def scenario(seed, policy):
-        rng = random.Random(seed)
-        xs, reader, dev, rmap = make(slots=10, layers=4, experts=12, policy=policy, max_inflight=3)
-        reader.yields = lambda layer, expert: rng.randrange(4)
-        for _ in range(60):
-            for layer in range(4):
-                ids = rng.sample(range(12), 3) + [rng.randrange(12)]
-                fut = xs.ensure(layer, ids)
-                if layer + 1 < 4:
-                    xs.prefetch(layer + 1, rng.sample(range(12), 3))
-                if rng.random() < 0.03:
-                    xs.clear()
-                slots = await fut
-                assert len(set(slots)) == len(set(ids))
-                for e, s in zip(ids, slots):
-                    assert dev.slots[s] == record(layer, e)
-                    assert xs.pins(s) >= 1
-                xs.release(set(slots))
-                check_invariants(xs, dev, rmap)
-            xs.advance_token()
-        await settle(50)
-        assert xs.inflight == 0 and all(xs.pins(s) == 0 for s in range(10))
-        check_invariants(xs, dev, rmap)
-        st = xs.stats()
-        assert st["hits"] + st["late_hits"] + st["misses"] == st["demanded"] > 0
-    for seed in range(6):
-        run(scenario(seed, "lru" if seed % 2 else "hot"))
 
 
 # ---- slot pool layout -----------------------------------------------------------------------------------------

@@ -5,10 +5,10 @@ import asyncio
 
 import pytest
 
-from py_engine.residency import ExpertStreamer, ResidencyMap
+from py_engine.residency import ExpertStreamer, ResidencyMap, StreamerTuning
 from py_engine.residency.miss_placement import ELSEWHERE
 from py_engine.residency.prefetch_throttle import PrefetchThrottle
-from test_residency import REC, FakeDevice, FakeReader, check_invariants, record, run, settle
+from streamer_fakes import REC, FakeDevice, FakeReader, check_invariants, record, run, settle
 
 
 class BatchReader(FakeReader):
@@ -45,11 +45,12 @@ class LoggingDevice(FakeDevice):
         self.log.append(("upload", data[0], data[1]))
 
 
-def make(slots=8, layers=4, experts=16, gated=False, max_inflight=8, **kw):
+def make(slots=8, layers=4, experts=16, gated=False, placement=None, **tuning):
     reader = BatchReader(gated=gated)
     dev, rmap = LoggingDevice(reader.log), ResidencyMap(layers, experts)
     xs = ExpertStreamer(layers=layers, experts=experts, slots=slots, reader=reader, uploader=dev, record_bytes=REC,
-                        on_map_change=rmap.set, max_inflight=max_inflight, **kw)
+                        on_map_change=rmap.set, placement=placement,
+                        tuning=StreamerTuning(**{"max_inflight": 8, **tuning}))
     return xs, reader, dev, rmap
 
 

@@ -20,7 +20,7 @@ from py_engine.store.ingest import ingest
 from py_engine.store.layout import (DENSE_FILE, EXPERTS_FILE, HEADER_FILE, StoreLayout, StoreLayoutError,
                                     plan_units)
 from py_engine.store.local import BytesSource, FileSource, MemoryStorage
-from test_store import synthetic_header
+from store_craft import synthetic_header
 
 
 def run(coro):

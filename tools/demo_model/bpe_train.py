@@ -28,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from py_engine.tokenizer import Tokenizer  # noqa: E402
+from py_engine.tokenizer import SpecialIds, Tokenizer  # noqa: E402
 from py_engine.tokenizer.byte_map import BYTE_TO_CHAR, text_to_symbols  # noqa: E402
 from py_engine.tokenizer.pretokenize import rules_for, split_words  # noqa: E402
 
@@ -141,8 +141,9 @@ def main(argv=None) -> int:
         {"tokens": tokens, "token_types": types, "merges": merge_texts, "special_ids": special_ids},
         ensure_ascii=False), encoding="utf-8")
 
-    tok = Tokenizer(tokens, merge_texts, pre="qwen35", token_types=types, bos_id=special_ids["<|endoftext|>"],
-                    eos_id=special_ids["<|im_end|>"], pad_id=special_ids["<|endoftext|>"])
+    special = SpecialIds(bos=special_ids["<|endoftext|>"], eos=special_ids["<|im_end|>"],
+                         pad=special_ids["<|endoftext|>"])
+    tok = Tokenizer(tokens, merge_texts, pre="qwen35", token_types=types, special=special)
     ids = []
     for doc in docs:
         ids.extend(tok.encode(doc, parse_special=True))

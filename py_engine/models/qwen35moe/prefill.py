@@ -1,6 +1,7 @@
 """qwen35moe's per-chunk plan (the batched prefill): decode.py's layers with every token row of a chunk going
 through each layer together (models/chunk_blocks.py; the DeltaNet conv and recurrence sequential in the chunk's
 rows inside their dispatches)."""
+from ...gpu.chunk_shapes import DeltaNetShape, GemmRows
 from ...gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
 from ..chunk_blocks import build_attn_kqv, build_moe_ffn, neighbour_gemms
 
@@ -20,7 +21,7 @@ def build_layer_attn(ck, dl, b, w, cfg, cache_k, cache_v, i, xq=None):
     """Gated causal GQA attention of the chunk's rows: the q projection yields [query | gate] per head;
     h += attn_output(attention(...) · sigmoid(gate))."""
     hd, nh, e = cfg.head_dim, cfg.n_head, cfg.n_embd
-    ck.gemm(dl, w["attn_q"], b["xn"], b["qg"], e, 2 * nh * hd, label=f"Qcur_full-{i}", xq=xq)
+    ck.gemm(dl, w["attn_q"], b["xn"], b["qg"], GemmRows(e, 2 * nh * hd), label=f"Qcur_full-{i}", xq=xq)
     attn_q_split(ck.kern, dl, b["qg"], b["q"], nh * ck.T, hd, label=f"Qcur-{i}")
     build_attn_kqv(ck, dl, b, w, cfg, cache_k, cache_v, i, xq)
     attn_output_gate(ck.kern, dl, b["qg"], b["attn"], nh * ck.T, hd, label=f"attn_gated-{i}")
@@ -32,15 +33,15 @@ def build_layer_attn_linear(ck, dl, b, w, cfg, window, state, i, xq=None):
     recurrence in one dispatch (sequential in the chunk's rows inside the kernel), gated norm over all rows' heads,
     h += ssm_out(...)."""
     e, nv, dv = cfg.n_embd, cfg.ssm_dt_rank, cfg.head_v_dim
-    ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], e, cfg.conv_channels, label=f"linear_attn_qkv_mixed-{i}", xq=xq)
-    ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], e, cfg.ssm_d_inner, label=f"z-{i}", xq=xq)
+    ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], GemmRows(e, cfg.conv_channels), label=f"linear_attn_qkv_mixed-{i}",
+            xq=xq)
+    ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], GemmRows(e, cfg.ssm_d_inner), label=f"z-{i}", xq=xq)
     neighbour_gemms(ck, dl, w["ssm_beta"], w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv,
                     (f"beta-{i}", f"alpha-{i}", f"beta_alpha-{i}"), xq)
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
-    ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], w["ssm_dt"], w["ssm_a"], state, b["delta_out"],
-                     b["gdn_qk"], cfg.ssm_n_group, nv, cfg.ssm_d_state, dv, cfg.rms_eps, label=f"attn_output-{i}",
-                     scales_label=f"delta_net_qk-{i}")
+    ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], (w["ssm_dt"], w["ssm_a"]), state, b["delta_out"],
+                     b["gdn_qk"], DeltaNetShape.of(cfg), labels=(f"attn_output-{i}", f"delta_net_qk-{i}"))
     # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
     gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"], nv * ck.T, dv,
                    cfg.rms_eps, label=f"final_output-{i}")
@@ -52,8 +53,8 @@ def _shared_expert(ck, dl, b, w, cfg, i, xq=None):
     """h += sigmoid(ffn_gate_inp_shexp · xn) · down_shexp(silu(gate_shexp · xn) ⊙ up_shexp · xn)."""
     e, fs = cfg.n_embd, cfg.n_ff_shexp
     gate, up, down = w["ffn_gate_shexp"], w["ffn_up_shexp"], w["ffn_down_shexp"]
-    ck.gemm(dl, gate, b["xn"], b["shexp_gate"], e, fs, label=f"ffn_shexp_gate-{i}", xq=xq)
-    ck.gemm(dl, up, b["xn"], b["shexp_up"], e, fs, label=f"ffn_shexp_up-{i}", xq=xq)
+    ck.gemm(dl, gate, b["xn"], b["shexp_gate"], GemmRows(e, fs), label=f"ffn_shexp_gate-{i}", xq=xq)
+    ck.gemm(dl, up, b["xn"], b["shexp_up"], GemmRows(e, fs), label=f"ffn_shexp_up-{i}", xq=xq)
     ck.kern.silu_mul(dl, b["shexp_gate"], b["shexp_up"], b["shexp_act"], ck.T * fs, label=f"ffn_shexp_swiglu-{i}")
     ck.gemm_quantised(dl, down, b["shexp_act"], xq, b["shexp_out"], e, label=f"ffn_shexp-{i}")
     ck.record(dl, "shared_expert_gate.wgsl", {},
