@@ -16,8 +16,9 @@ more than a small request); it needs a thread that may block, such as the engine
 `compute_async` awaits instead. Pyodide only.
 """
 import js
-from pyodide.code import run_js
 from pyodide.ffi import to_js
+
+from ..gpu.jsutil import load_program
 
 POOL_PATH = "/cpu_tier/pool.js"  # where the host serves web/cpu_tier/pool.js
 _import_module = None
@@ -30,7 +31,7 @@ def _js_object(d: dict):
 def _import(url: str):
     global _import_module
     if _import_module is None:
-        _import_module = run_js("(url) => import(url)")
+        _import_module = load_program("import_module.js")
     return _import_module(url)
 
 

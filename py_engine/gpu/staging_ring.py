@@ -13,31 +13,16 @@ a few FFI calls per record instead of ten. A buffer already mapped again is used
 import asyncio
 
 import js
-from pyodide.code import run_js
-
 from .buffers import COPY_SRC, MAP_WRITE, round4
-from .jsutil import js_bytes, js_object
+from .jsutil import js_bytes, js_object, load_program
 
-# items: [staging buffer, JS Uint8Array or undefined (filled already), dst, offset, bytes (rounded to 4), bytes]
-_SUBMIT_JS = r"""
-((device, items) => {
-  const enc = device.createCommandEncoder();
-  for (const [buf, data, dst, offset, n4, n] of items) {
-    if (data != null) new Uint8Array(buf.getMappedRange(0, n4), 0, n).set(data);
-    buf.unmap();
-    enc.copyBufferToBuffer(buf, 0, dst, offset, n4);
-  }
-  device.queue.submit([enc.finish()]);
-  return items.map(([buf]) => buf.mapAsync(GPUMapMode.WRITE));
-})
-"""
 _submit_js = None
 
 
 def _submit_fn():
     global _submit_js
     if _submit_js is None:
-        _submit_js = run_js(_SUBMIT_JS)
+        _submit_js = load_program("staging_submit.js")
     return _submit_js
 
 

@@ -9,27 +9,6 @@ the path the engine sees is the host's.
 """
 from .layout import EXPERTS_FILE
 
-_READER_JS = r"""
-({
-  async open(path) {
-    const fs = process.getBuiltinModule('fs');
-    return await fs.promises.open(path, 'r');
-  },
-  readMany(fh, offsets, size) {
-    return Promise.all(Array.from(offsets, async (off) => {
-      const buf = new Uint8Array(size);
-      let got = 0;
-      while (got < size) {
-        const { bytesRead } = await fh.read(buf, got, size - got, off + got);
-        if (bytesRead === 0) break;
-        got += bytesRead;
-      }
-      if (got !== size) throw new Error(`short read: ${got} of ${size} bytes at offset ${off}`);
-      return buf;
-    }));
-  },
-})
-"""
 _reader_fn = None
 
 
@@ -46,8 +25,8 @@ def in_node() -> bool:
 def _js():
     global _reader_fn
     if _reader_fn is None:
-        from pyodide.code import run_js
-        _reader_fn = run_js(_READER_JS)
+        from ..gpu.jsutil import load_program
+        _reader_fn = load_program("node_reader.js")
     return _reader_fn
 
 
