@@ -173,6 +173,21 @@ class GpuBackend:
         self.decoder.pos = n_tokens
         self._logits = self._best = None
 
+    async def prefill_checkpoint(self, ids, start_pos: int) -> None:
+        """prefill(ids) without the logits of its last token, then save_checkpoint() (optional protocol method): the
+        part of a prompt that ends at a checkpoint needs no readback and no separate last step. A store decoder that
+        routes through the CPU runs fed tokens only at its next step: that one steps as prefill does."""
+        ids = [int(i) for i in ids]
+        if getattr(self.decoder, "routing", "gpu") != "gpu" or self._queued is not None or len(ids) < 2:
+            await self.prefill(ids, start_pos)
+        else:
+            await self._collect_stale()
+            if start_pos != self.decoder.pos:
+                raise ValueError(f"prefill at position {start_pos}, but the GPU state holds {self.decoder.pos} tokens")
+            self._logits = self._best = None
+            self.decoder.feed(ids)
+        self.save_checkpoint()
+
     def save_checkpoint(self) -> None:
         """Keep the state as it is (n_cached tokens) for a later restore_checkpoint; called after a prefill, when no
         step is queued."""

@@ -40,6 +40,8 @@ state) and computes logits. The interface is shaped for a GPU behind an asynchro
                                truncate keeps at the turn boundaries the generator names (0: none)
     save_checkpoint() -> None   (optional)
         Keep a copy of the state as it is (n_cached tokens), after a prefill; the oldest copy makes room.
+    async prefill_checkpoint(ids, start_pos) -> None   (optional)
+        prefill(ids, start_pos) then save_checkpoint(), where the logits of the last id are not needed.
     restore_checkpoint(at_most) -> int   (optional)
         Go back to the longest kept copy of at most `at_most` tokens (which must be the generator's cached tokens'
         prefix) and return its token count; 0: none was kept and the state is reset. Copies past it are dropped.

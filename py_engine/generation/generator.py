@@ -244,11 +244,17 @@ class Generator:
             if aborted():
                 break
             part = prompt[start:end]
-            await backend.prefill(part, len(self._cached))
+            if end in marks:  # no logits needed here (prefill_checkpoint, optional, skips them)
+                keep_at = getattr(backend, "prefill_checkpoint", None)
+                if keep_at is not None:
+                    await keep_at(part, len(self._cached))
+                else:
+                    await backend.prefill(part, len(self._cached))
+                    backend.save_checkpoint()
+            else:
+                await backend.prefill(part, len(self._cached))
             self._cached.extend(part)
             stats.prefilled_tokens += len(part)
-            if end in marks:
-                backend.save_checkpoint()
         return t_start
 
 

@@ -1,4 +1,4 @@
-// Follow-ups on a model with recurrent layers (qwen35moe's Gated DeltaNet), in headless Chromium: three turns, where
+// Follow-ups on a model with recurrent layers (qwen35moe's Gated DeltaNet), in headless Chromium: four turns, where
 // each follow-up goes back to the state kept at the last answer's header (a checkpoint of the recurrent state) and
 // prefills only the new turn, so the time to the first token does not grow with the conversation. The prefilled
 // token counts are the check; the times per turn are reported (SwiftShader's times vary with the machine's load).
