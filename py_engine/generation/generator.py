@@ -218,11 +218,14 @@ class Generator:
 
     async def _prefill_prompt(self, prompt, stats, aborted):
         backend = self.backend
-        if backend.n_cached != len(self._cached):  # someone else used the backend: trust nothing
+        # a greedy step queued past the end of the last answer and not taken (settle) left one token more in a
+        # recurrent state: a checkpoint at or before the cached tokens still holds
+        step_past = self._checkpoints and backend.n_cached == len(self._cached) + 1
+        if backend.n_cached != len(self._cached) and not step_past:  # someone else used the backend: trust nothing
             self._cached = []
             backend.reset()
         keep, reset = plan_reuse(self._cached, prompt, backend.supports_truncate)
-        if reset and self._checkpoints:
+        if (reset or step_past) and self._checkpoints:
             # the longest kept state at or before the shared prefix (0: none, the backend has reset)
             keep = backend.restore_checkpoint(reuse_limit(self._cached, prompt))
             reset = keep == 0

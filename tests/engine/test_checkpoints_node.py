@@ -51,6 +51,29 @@ async def main(args):
     out["saved"], out["restored"] = dec.checkpoints.saved, dec.checkpoints.restored
     out["fresh"] = await turns(gen, args["questions"], fresh=True)
 
+    # a reply stopped midway while the next greedy step was queued (the stop seen before its token is picked: the
+    # state holds one token more than the conversation), then a follow-up: back to a checkpoint all the same
+    gen.reset()
+    shown, checks = [0], [0]
+
+    def tick(d):
+        shown[0] += 1
+
+    def stop_requested():
+        if shown[0] >= 3:
+            checks[0] += 1
+        return checks[0] >= 2  # not at the check right after the third piece, at the next one (the loop's top)
+    first = [{"role": "user", "content": args["questions"][0]}]
+    r = await gen.generate(first, thinking=False, max_tokens=20, sampling=GREEDY, stop_ids=[], on_delta=tick,
+                           abort=stop_requested)
+    out["aborted"] = {"stop": r.stop_reason, "n_cached": backend.n_cached, "cached": len(gen.cached_ids)}
+    follow = first + [r.as_message(), {"role": "user", "content": args["questions"][1]}]
+    r2 = await gen.generate(follow, thinking=False, max_tokens=6, sampling=GREEDY, stop_ids=[])
+    gen.reset()
+    r3 = await gen.generate(follow, thinking=False, max_tokens=6, sampling=GREEDY, stop_ids=[])
+    out["after_abort"] = {"ids": r2.token_ids, "fresh_ids": r3.token_ids, "restored": r2.stats.restored_checkpoint,
+                          "reset": r2.stats.cache_reset}
+
     # the logits after a restore against those of a full prefill of the same prompt
     prompt = out["resumed"][-1]["prompt"]
     m = len(prompt) // 2
@@ -104,6 +127,14 @@ def test_follow_ups_resume_from_the_turn_checkpoint(engine_out):
     assert max(new_turn) < 0.7 * len(resumed[-1]["prompt"])  # not the conversation
     assert all(t["reused"] == 0 and t["prefilled"] == len(t["prompt"]) for t in fresh)
     assert out["restored"] == 2 and out["saved"] >= 4
+
+
+def test_a_stopped_reply_then_a_follow_up_resumes_from_a_checkpoint(engine_out):
+    out = engine_out
+    assert out["aborted"]["stop"] == "abort"
+    assert out["aborted"]["n_cached"] == out["aborted"]["cached"] + 1  # the queued step past the stop
+    assert out["after_abort"]["restored"] and not out["after_abort"]["reset"]
+    assert out["after_abort"]["ids"] == out["after_abort"]["fresh_ids"]
 
 
 def test_restored_state_gives_the_logits_of_a_full_prefill(engine_out):
