@@ -1,11 +1,15 @@
 """Checkpoints of the recurrent state on the GPU engine (Pyodide + Dawn on lavapipe in Node), micro-qwen35moe-f32
 with an f32 KV cache: three chat turns resume from the state kept at the last answer's header and prefill only the
 new turn, with the greedy answers of fresh runs; a restored state gives the logits of a full prefill (within 1e-5);
-the store engine (the chat app's path) keeps them too, counted in its GPU budget.
+the store engine (the chat app's path) keeps them too, counted in its GPU budget, with a partial expert pool.
 """
+import asyncio
+
 import pytest
 
 from diskformer.node_engine import run_in_node
+from py_engine.store import ingest
+from py_engine.store.local import DirectoryStorage, FileSource
 
 STEM = "micro-qwen35moe-f32"
 QUESTIONS = ["Explain in one sentence what a mixture-of-experts model is.", "And in two sentences?",
@@ -100,19 +104,50 @@ async def main(args):
     out["after_reset"] = backend.restore_checkpoint(0)
     out["held_after_reset"] = dec.checkpoints.positions()
     dec.release()
+    out["store"] = await store_turns(args)
+    return out
+
+
+async def store_turns(args):
+    """The chat app's engine: a store with the smallest expert pool (every layer misses: tokens stop early on the
+    GPU and the CPU pages experts in), the checkpoints counted in its budget."""
+    from pathlib import Path
+    from py_engine.engine.store_decoder import StoreDecoder
+    from py_engine.store.local import DirectorySink
+
+    sink = DirectorySink(Path(args["store"]))
+    dec = await StoreDecoder.open_store(sink, n_ctx=256, kv_format="f32", budget_bytes="min", routing="early_stop")
+    tok = Tokenizer.from_gguf_metadata(read_gguf_file(args["model"]).metadata)
+    gen = Generator(GpuBackend(dec), tok, "qwen35moe")
+    out = {"full": dec.plan.full, "kv_state": dec.plan.kv_state, "kv_bytes": dec.cache.nbytes,
+           "checkpoint_bytes": dec.checkpoints.nbytes}
+    out["resumed"] = await turns(gen, args["questions"], fresh=False)
+    out["fresh"] = await turns(gen, args["questions"], fresh=True)
+    dec.release()
     return out
 '''
 
 
 @pytest.fixture(scope="module")
-def engine_out(fixture_models):
-    args = {"model": str(fixture_models / f"{STEM}.gguf"), "questions": QUESTIONS}
-    return run_in_node(ENGINE_CODE, args, mounts=[fixture_models], timeout=600)
+def engine_out(fixture_models, tmp_path_factory):
+    root = tmp_path_factory.mktemp("checkpoint_store")
+    src = FileSource(fixture_models / f"{STEM}.gguf")
+    try:
+        asyncio.run(ingest(src, DirectoryStorage(root).sink(STEM)))
+    finally:
+        src.close()
+    args = {"model": str(fixture_models / f"{STEM}.gguf"), "questions": QUESTIONS, "store": str(root / STEM)}
+    return run_in_node(ENGINE_CODE, args, mounts=[fixture_models, root], timeout=600)
 
 
-def test_follow_ups_resume_from_the_turn_checkpoint(engine_out):
-    out = engine_out
-    assert out["checkpoints"] == 4 and out["bytes"] > 0
+@pytest.mark.parametrize("engine", ["gguf", "store"])
+def test_follow_ups_resume_from_the_turn_checkpoint(engine_out, engine):
+    out = engine_out if engine == "gguf" else engine_out["store"]
+    if engine == "gguf":
+        assert out["checkpoints"] == 4 and out["bytes"] > 0
+        assert out["restored"] == 2 and out["saved"] >= 4
+    else:  # a partial pool, the checkpoints in the budget's KV/state share
+        assert not out["full"] and out["kv_state"] >= out["kv_bytes"] + out["checkpoint_bytes"] > out["kv_bytes"]
     resumed, fresh = out["resumed"], out["fresh"]
     # (a) the greedy answers of every turn equal those of a fresh run
     assert [t["ids"] for t in resumed] == [t["ids"] for t in fresh]
@@ -126,7 +161,6 @@ def test_follow_ups_resume_from_the_turn_checkpoint(engine_out):
     new_turn = [t["prefilled"] for t in resumed[1:]]
     assert max(new_turn) < 0.7 * len(resumed[-1]["prompt"])  # not the conversation
     assert all(t["reused"] == 0 and t["prefilled"] == len(t["prompt"]) for t in fresh)
-    assert out["restored"] == 2 and out["saved"] >= 4
 
 
 def test_a_stopped_reply_then_a_follow_up_resumes_from_a_checkpoint(engine_out):
