@@ -4,11 +4,14 @@
     gen = Generator(backend, backend.tokenizer, backend.arch)
 
 qwen3moe and gemma4 (attention only) can truncate: the KV caches drop their tail rows. qwen35moe has Gated DeltaNet
-layers whose state cannot be rolled back, so it reports supports_truncate = False and the generator resets it
-instead.
-It also counts its prefill calls and tokens, which the tests use to check prefix reuse.
+layers whose state cannot be rolled back, so it reports supports_truncate = False and keeps copies of its states at
+the turn boundaries the generator names (save_checkpoint / restore_checkpoint, as the GPU engine does; none with
+state_checkpoints=0, and the generator then resets it). It also counts its prefill calls and tokens, which the tests
+use to check prefix reuse.
 """
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -22,7 +25,7 @@ from .options import Options
 
 class ReferenceBackend:
     def __init__(self, model: ReferenceModel, n_ctx: int | None = None, max_candidates: int | None = None,
-                 tokenizer: Tokenizer | None = None):
+                 tokenizer: Tokenizer | None = None, state_checkpoints: int = 4):
         cfg = model.config
         trained = cfg.n_ctx_train
         self.model = model
@@ -39,6 +42,9 @@ class ReferenceBackend:
         self._logits = None
         self.prefill_calls = []  # (start_pos, n_tokens) of every prefill, for tests and tools
         self.resets = 0
+        # a recurrent model's kept states: token count -> the layers' states (oldest first)
+        self.state_checkpoints = 0 if self.supports_truncate else int(state_checkpoints)
+        self._checkpoints = {}
 
     @classmethod
     def from_gguf(cls, path, options: Options | None = None, **kwargs) -> "ReferenceBackend":
@@ -95,7 +101,27 @@ class ReferenceBackend:
         self.model.position = n_tokens
         self._logits = None  # the logits of position n_tokens - 1 are gone; the next prefill brings new ones
 
+    def save_checkpoint(self) -> None:
+        n = self.model.position
+        self._checkpoints.pop(n, None)
+        if self.state_checkpoints and len(self._checkpoints) >= self.state_checkpoints:
+            del self._checkpoints[next(iter(self._checkpoints))]
+        if self.state_checkpoints:
+            self._checkpoints[n] = copy.deepcopy(self.model.states)
+
+    def restore_checkpoint(self, at_most: int) -> int:
+        best = max((n for n in self._checkpoints if n <= at_most), default=0)
+        self._checkpoints = {n: s for n, s in self._checkpoints.items() if n <= best}
+        if not best:
+            self.reset()
+            return 0
+        self.model.states = copy.deepcopy(self._checkpoints[best])
+        self.model.position = best
+        self._logits = None
+        return best
+
     def reset(self) -> None:
         self.model.reset()
         self._logits = None
+        self._checkpoints = {}
         self.resets += 1

@@ -90,7 +90,7 @@ def gpu_bytes(dec, header) -> dict:
     w = accounting.weight_bytes(header, dec.model.cfg.n_layer)
     experts = w["experts"]
     state_values = state_layout(dec)[0]
-    kv_state = dec.cache.nbytes + 4 * state_values
+    kv_state = dec.cache.nbytes + 4 * state_values + dec.stats.get("checkpoint_bytes", 0)  # + the state's copies
     work = dec.acts.nbytes - 4 * state_values + dec.staging.size
     dense = dec.loader.bytes_uploaded - experts
     return {"dense_weights": dense, "experts": experts, "kv_state": kv_state, "work_buffers": work,

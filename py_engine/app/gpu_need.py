@@ -33,7 +33,10 @@ def gpu_need(header, n_ctx: int, kv_format: str = "f16") -> GpuNeed:
     if cfg.n_ctx_train:
         n_ctx = min(n_ctx, cfg.n_ctx_train)
     model = spec.model()(cfg)
-    kv = kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+    from ..engine.checkpoints import DEFAULT_CHECKPOINTS, checkpoint_bytes
+    # the KV cache, and the recurrent state's checkpoints kept beside it (engine/checkpoints.py)
+    kv = (kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+          + checkpoint_bytes(model, DEFAULT_CHECKPOINTS))
     acts = 4 * sum(n for _, n in model.work_buffers()) + 4 * cfg.n_vocab  # + the logits staging buffer
     weights = sum(t.nbytes for t in header.tensors_by_name.values())
     return GpuNeed(weights=weights, kv_cache=kv, activations=acts, n_ctx=n_ctx)

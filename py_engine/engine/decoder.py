@@ -19,6 +19,7 @@ from ..gpu.kernels import Kernels
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.cache import Activations, KVCache
 from ..models.registry import architecture, tensor_types
+from .checkpoints import StateCheckpoints, state_buffers
 from .gpu_weights import WeightLoader
 from ..gpu.chunk_kernels import FEW_PICKS
 from .options import DecodeOptions
@@ -86,6 +87,7 @@ class Decoder:
         self.dl = None
         self.staging = None
         self.prefill = None  # prefill.Prefill: prompts fed in chunks of prefill.T tokens (None: token by token)
+        self.checkpoints = None  # checkpoints.StateCheckpoints of a model with recurrent state (None: none kept)
         # syncs: awaited GPU->CPU readbacks; ffi_calls: crossings from Python into JS on the token path (method
         # calls and property reads; the JS helper's own WebGPU calls are not crossings). Read by `diskformer bench`.
         # whole_prompts: prompts whose last token went through the chunks too (only the output head after them)
@@ -137,6 +139,7 @@ class Decoder:
             dec.argmax_stagings = [create_buffer(gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
                                                  f"argmax_staging{i}") for i in range(STEPS_IN_FLIGHT)]
             dec.attach_prefill(default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk)
+            dec.attach_checkpoints(opts.state_checkpoints)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
                          n_ctx=n_ctx, kv=kv_format, arch=arch)
@@ -150,6 +153,37 @@ class Decoder:
         """Forget the sequence (the cache rows are overwritten as positions are fed again)."""
         self.pos = 0
         self.next_step_on_gpu = False
+        if self.checkpoints is not None:
+            self.checkpoints.clear()  # their KV rows get overwritten
+
+    # --- checkpoints of the recurrent state (checkpoints.py) ------------------------------------------------------
+    def attach_checkpoints(self, count: int):
+        """Keep up to `count` copies of the recurrent state (none for a model without recurrent layers)."""
+        if count > 0 and state_buffers(self.model):
+            self.checkpoints = StateCheckpoints(self.gpu, self.model, self.acts, count)
+        self.stats["state_checkpoints"] = self.checkpoints.count if self.checkpoints is not None else 0
+        self.stats["checkpoint_bytes"] = self.checkpoints.nbytes if self.checkpoints is not None else 0
+
+    def save_checkpoint(self) -> None:
+        """Keep the state as it is now (self.pos tokens), queued behind the work submitted so far."""
+        if self.checkpoints is None:
+            return
+        if self._in_flight or getattr(self, "_pending", None):
+            raise RuntimeError("a checkpoint needs every fed token run and read back first")
+        self.checkpoints.save(self.pos)
+
+    def restore_checkpoint(self, at_most: int) -> int:
+        """Go back to the longest checkpoint of at most `at_most` tokens; returns its token count (0: none, the
+        sequence is reset)."""
+        if not 0 <= at_most <= self.pos:
+            raise ValueError(f"restore to at most {at_most} tokens, but the GPU state holds {self.pos}")
+        n = self.checkpoints.restore(at_most) if self.checkpoints is not None else 0
+        if n == 0:
+            self.reset()
+            return 0
+        self.pos = n
+        self.next_step_on_gpu = False
+        return n
 
     def replay_step_words(self) -> list:
         """The step parameters that run the last fed position again (it rewrites its own KV row, moves nothing), for
@@ -361,6 +395,8 @@ class Decoder:
     def release(self):
         if self.prefill is not None:
             self.prefill.release()
+        if self.checkpoints is not None:
+            self.checkpoints.release()
         self.loader.release()
         self.acts.release()
         self.cache.release()

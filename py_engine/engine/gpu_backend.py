@@ -15,8 +15,9 @@ token in n_cached, so the generator starts over.
 
 truncate() is exact for attention-only models (qwen3moe): the KV rows past the new length are simply overwritten
 when positions are fed again, and attention only reads positions below the current one. A model with recurrent
-layers (qwen35moe's Gated DeltaNet) folds every token into its state, so it cannot roll back: the generator resets
-and prefills again instead.
+layers (qwen35moe's Gated DeltaNet) folds every token into its state, so it cannot roll back; it keeps copies of
+its state at the turn boundaries the generator names instead (save_checkpoint / restore_checkpoint,
+checkpoints.py), and a prompt that diverges resumes from the longest one at or before the shared prefix.
 """
 import heapq
 
@@ -47,6 +48,12 @@ class GpuBackend:
     @property
     def vocab_size(self) -> int:
         return self.decoder.n_vocab
+
+    @property
+    def state_checkpoints(self) -> int:
+        """Copies of the recurrent state the decoder keeps (0: none; an attention-only model truncates instead)."""
+        cps = self.decoder.checkpoints
+        return cps.count if cps is not None else 0
 
     @property
     def n_cached(self) -> int:
@@ -165,6 +172,35 @@ class GpuBackend:
         self._forget_queued()
         self.decoder.pos = n_tokens
         self._logits = self._best = None
+
+    async def prefill_checkpoint(self, ids, start_pos: int) -> None:
+        """prefill(ids) without the logits of its last token, then save_checkpoint() (optional protocol method): the
+        part of a prompt that ends at a checkpoint needs no readback and no separate last step. A store decoder that
+        routes through the CPU runs fed tokens only at its next step: that one steps as prefill does."""
+        ids = [int(i) for i in ids]
+        if getattr(self.decoder, "routing", "gpu") != "gpu" or self._queued is not None or len(ids) < 2:
+            await self.prefill(ids, start_pos)
+        else:
+            await self._collect_stale()
+            if start_pos != self.decoder.pos:
+                raise ValueError(f"prefill at position {start_pos}, but the GPU state holds {self.decoder.pos} tokens")
+            self._logits = self._best = None
+            self.decoder.feed(ids)
+        self.save_checkpoint()
+
+    def save_checkpoint(self) -> None:
+        """Keep the state as it is (n_cached tokens) for a later restore_checkpoint; called after a prefill, when no
+        step is queued."""
+        if self._queued is not None:
+            raise RuntimeError("a checkpoint after a queued step: settle() it first")
+        self.decoder.save_checkpoint()
+
+    def restore_checkpoint(self, at_most: int) -> int:
+        """Go back to the longest kept state of at most `at_most` tokens; returns its token count (0: none was kept,
+        the state is reset)."""
+        self._forget_queued()
+        self._logits = self._best = None
+        return self.decoder.restore_checkpoint(min(int(at_most), self.decoder.pos))
 
     def reset(self) -> None:
         self._forget_queued()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..models.cache import STATE_BUFFERS, kv_cache_bytes
 from .budget import BudgetInputs, BudgetPlan, min_pool_bytes, plan_budget
+from .checkpoints import checkpoint_bytes
 from .decoder import default_prefill_chunk
 from .expert_pool import MAX_TOP_K, ExpertPool
 from .lookahead import RouterLookAhead
@@ -17,6 +18,9 @@ GUARD_DISPATCHES_PER_LAYER = 48  # qwen3moe records 14 per layer, qwen35moe ~25 
 # dense weights and the expert slots (the chunk halves until it fits, down to MIN_FITTED_CHUNK).
 PREFILL_BUDGET_SHARE = 1 / 8
 MIN_FITTED_CHUNK = 16
+# The recurrent state's checkpoints (checkpoints.py) take at most this share of a GPU budget: fewer are kept (down to
+# none: a diverging follow-up then prefills the conversation again) where the budget is small.
+CHECKPOINT_BUDGET_SHARE = 1 / 16
 
 
 def guard_args_allowance(n_layers, all_experts_bytes, gpu, max_pool_buffer=None, extra_per_layer=0) -> int:
@@ -41,6 +45,17 @@ def fit_prefill_chunk(model, chunk: int, budget_bytes, rest: int) -> int:
     return chunk
 
 
+def fit_checkpoints(model, count: int, budget_bytes, rest: int) -> int:
+    """The state checkpoints a store engine keeps under `budget_bytes`: `count`, fewer while they would take more
+    than CHECKPOINT_BUDGET_SHARE of the budget or not fit beside `rest`."""
+    if not isinstance(budget_bytes, int) or isinstance(budget_bytes, bool):
+        return count
+    while count > 0 and (checkpoint_bytes(model, count) > CHECKPOINT_BUDGET_SHARE * budget_bytes
+                         or rest + checkpoint_bytes(model, count) > budget_bytes):
+        count -= 1
+    return count
+
+
 @dataclass(frozen=True)
 class MemoryPlan:
     budget: BudgetPlan  # the split, and the expert pool's layout
@@ -50,6 +65,7 @@ class MemoryPlan:
     lookahead: bool  # the router look-ahead guesses what to prefetch
     lookahead_dispatches: int  # its dispatches per layer (for the early-stop arguments)
     guard_allowance: int  # bytes of early-stop indirect arguments the budget holds
+    checkpoints: int = 0  # copies of the recurrent state kept at turn boundaries (counted with the KV cache)
 
     @property
     def full(self) -> bool:
@@ -82,9 +98,11 @@ def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
     chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
     chunk = fit_prefill_chunk(model, chunk, opts.budget_bytes, rest)
     work += chunk_bytes(model, chunk)
+    checkpoints = fit_checkpoints(model, opts.state_checkpoints, opts.budget_bytes, rest + chunk_bytes(model, chunk))
+    kv_state += checkpoint_bytes(model, checkpoints)
     budget = plan_budget(opts.budget_bytes, BudgetInputs(
         dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer,
         n_experts=cfg.n_expert, top_k=cfg.n_expert_used, max_binding=gpu.max_binding,
         max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
         pool_fraction=opts.pool_fraction))
-    return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard)
+    return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints)

@@ -21,8 +21,13 @@ class DecodeOptions:
     # Q8_0 products quantise their input per 32-block as llama.cpp does (int8 dot products, the default); False
     # keeps activations f32 (a check of the kernels' arithmetic against the numpy reference)
     q8_act: bool = True
+    # copies of the recurrent state kept at turn boundaries (checkpoints.py; models without recurrent layers keep
+    # none): a follow-up resumes from one instead of prefilling the whole conversation again
+    state_checkpoints: int = 4
 
     def validate(self):
+        if self.state_checkpoints < 0:
+            raise ValueError(f"state checkpoints {self.state_checkpoints}: give 0 (none) or more")
         if self.kv_format not in ("f16", "f32"):
             raise ValueError(f"KV cache format {self.kv_format!r}: use f16 or f32")
         if self.prefill_chunk is not None and self.prefill_chunk < 1:

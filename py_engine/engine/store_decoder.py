@@ -127,6 +127,7 @@ class StoreDecoder(Decoder):
                 self.guarded = GuardedToken(gpu, self.kern, self.dl, self.pool, acts["logits"], cfg.n_vocab,
                                             self.lookahead)
             self.attach_prefill(mem.prefill_chunk)  # the chunk's expert products read the same pool and slot map
+            self.attach_checkpoints(mem.checkpoints)
         if self.guarded is not None and 2 * self.guarded.args_bytes > mem.guard_allowance:
             raise RuntimeError(f"the token records {self.dl.count} dispatches, more than the budget allowed for "
                                f"(raise GUARD_DISPATCHES_PER_LAYER)")
@@ -150,7 +151,8 @@ class StoreDecoder(Decoder):
 
     def _gpu_bytes_used(self, state_bytes) -> dict:
         cfg = self.model.cfg
-        used = {"dense": self.loader.bytes_planned, "kv_state": self.cache.nbytes + state_bytes,
+        checkpoints = self.checkpoints.nbytes if self.checkpoints is not None else 0
+        used = {"dense": self.loader.bytes_planned, "kv_state": self.cache.nbytes + state_bytes + checkpoints,
                 "activations": self.acts.nbytes - state_bytes,
                 "staging": 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16, "pool": self.pool.nbytes,
                 "early_stop": self.guarded.gpu_bytes if self.guarded is not None else 0,

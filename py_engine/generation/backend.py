@@ -36,6 +36,16 @@ state) and computes logits. The interface is shaped for a GPU behind an asynchro
         a step queued by decode_step fed exactly that token, so the state holds it and the generator counts it as
         cached; otherwise the queued step is undone where the state can be truncated, or left counted in n_cached
         (the generator then starts over).
+    state_checkpoints: int     (optional, with the two methods below) copies of its state a backend that cannot
+                               truncate keeps at the turn boundaries the generator names (0: none)
+    save_checkpoint() -> None   (optional)
+        Keep a copy of the state as it is (n_cached tokens), after a prefill; the oldest copy makes room.
+    async prefill_checkpoint(ids, start_pos) -> None   (optional)
+        prefill(ids, start_pos) then save_checkpoint(), where the logits of the last id are not needed.
+    restore_checkpoint(at_most) -> int   (optional)
+        Go back to the longest kept copy of at most `at_most` tokens (which must be the generator's cached tokens'
+        prefix) and return its token count; 0: none was kept and the state is reset. Copies past it are dropped.
+        Called instead of reset() when the new prompt diverges, so only the rest is prefilled.
     truncate(n_tokens) -> None
         Keep only the first n_tokens positions (n_tokens <= n_cached). Only called when supports_truncate.
     reset() -> None

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field
 
 from ..tokenizer import StreamDecoder, render_chat
+from ..tokenizer.chat import turn_opener
 from .abort import abort_checker
 from .backend import check_backend
 from .errors import ContextFullError, GeneratorBusyError
-from .prefix import plan_reuse
+from .prefix import checkpoint_positions, plan_reuse, reuse_limit
 from .sampling import Sampler, SamplingParams
 from .stats import GenerationStats
 from .stream import GenerationStream
@@ -67,6 +68,10 @@ class Generator:
         self._clock = clock
         self._cached = []  # the token ids the backend's state holds, in order
         self._busy = False
+        # a backend with recurrent state may keep copies of it at turn boundaries (prefix.py says where)
+        self._checkpoints = getattr(backend, "state_checkpoints", 0) > 0 and not backend.supports_truncate
+        vocab = getattr(tokenizer, "token_to_id", None) or {}
+        self._turn_id = vocab.get(turn_opener(arch)) if self._checkpoints else None
 
     @property
     def cached_ids(self) -> list:
@@ -213,11 +218,20 @@ class Generator:
 
     async def _prefill_prompt(self, prompt, stats, aborted):
         backend = self.backend
-        if backend.n_cached != len(self._cached):  # someone else used the backend: trust nothing
+        # a greedy step queued past the end of the last answer and not taken (settle) left one token more in a
+        # recurrent state: a checkpoint at or before the cached tokens still holds
+        step_past = self._checkpoints and backend.n_cached == len(self._cached) + 1
+        if backend.n_cached != len(self._cached) and not step_past:  # someone else used the backend: trust nothing
             self._cached = []
             backend.reset()
         keep, reset = plan_reuse(self._cached, prompt, backend.supports_truncate)
-        if reset:
+        if (reset or step_past) and self._checkpoints:
+            # the longest kept state at or before the shared prefix (0: none, the backend has reset)
+            keep = backend.restore_checkpoint(reuse_limit(self._cached, prompt))
+            reset = keep == 0
+            stats.restored_checkpoint = keep
+            del self._cached[keep:]
+        elif reset:
             backend.reset()
             self._cached = []
         elif keep < len(self._cached):
@@ -226,12 +240,22 @@ class Generator:
         stats.cache_reset = reset
         stats.reused_tokens = keep
         t_start = self._clock()
-        todo = prompt[keep:]
-        for i in range(0, len(todo), self.prefill_chunk):
+        # parts of at most prefill_chunk tokens, also cut where a checkpoint is kept
+        marks = checkpoint_positions(prompt, self._turn_id, keep)
+        cuts = sorted(set(range(keep, len(prompt), self.prefill_chunk)) | set(marks)) + [len(prompt)]
+        for start, end in zip(cuts, cuts[1:]):
             if aborted():
                 break
-            part = todo[i:i + self.prefill_chunk]
-            await backend.prefill(part, len(self._cached))
+            part = prompt[start:end]
+            if end in marks:  # no logits needed here (prefill_checkpoint, optional, skips them)
+                keep_at = getattr(backend, "prefill_checkpoint", None)
+                if keep_at is not None:
+                    await keep_at(part, len(self._cached))
+                else:
+                    await backend.prefill(part, len(self._cached))
+                    backend.save_checkpoint()
+            else:
+                await backend.prefill(part, len(self._cached))
             self._cached.extend(part)
             stats.prefilled_tokens += len(part)
         return t_start

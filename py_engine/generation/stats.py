@@ -12,6 +12,7 @@ class GenerationStats:
     reused_tokens: int = 0  # of those, already in the backend's state from the previous turn
     prefilled_tokens: int = 0  # of those, computed by this generation
     cache_reset: bool = False  # the state was discarded (a recurrent model whose prompt diverged)
+    restored_checkpoint: int = None  # a recurrent model whose prompt diverged: tokens of the state it went back to
     generated_tokens: int = 0  # answer tokens (a final stop token not counted)
     decode_steps: int = 0  # tokens fed back one at a time
     prefill_seconds: float = 0.0  # from the first prefill to the first token's logits being read

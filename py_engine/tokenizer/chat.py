@@ -21,6 +21,13 @@ llama.cpp renders no '<think>\\n' for them; this module follows Qwen3.5's own te
 from .chat_gemma4 import render_gemma4
 
 ARCHS = ("qwen3moe", "qwen35moe", "gemma4")
+# the special token that opens every turn (message) of a rendered conversation, per architecture
+TURN_OPENERS = {"qwen3moe": "<|im_start|>", "qwen35moe": "<|im_start|>", "gemma4": "<|turn>"}
+
+
+def turn_opener(arch: str):
+    """The text of the special token that opens each turn in `arch`'s template (None: unknown architecture)."""
+    return TURN_OPENERS.get(arch)
 
 
 def _split_reasoning(content: str):

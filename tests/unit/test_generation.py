@@ -16,7 +16,7 @@ from diskformer.reference.backend import ReferenceBackend
 from diskformer.reference.options import Options
 from py_engine.generation import (AbortFlag, ContextFullError, Delta, Generator, GeneratorBusyError, Sampler,
                                   SamplingParams, ThinkingSplitter, check_backend, top_candidates)
-from py_engine.generation.prefix import plan_reuse
+from py_engine.generation.prefix import checkpoint_positions, plan_reuse
 from py_engine.generation.sampling import apply_penalties, min_p_filter, softmax, top_k_filter, top_p_filter
 from py_engine.tokenizer import render_chat
 
@@ -258,8 +258,8 @@ def test_top_candidates_helper():
 
 
 # --- prefix reuse ---------------------------------------------------------------------------------------------------
-def two_turns(fixture_models, stem):
-    backend, gen = make(fixture_models, stem)
+def two_turns(fixture_models, stem, **kwargs):
+    backend, gen = make(fixture_models, stem, **kwargs)
     first = [{"role": "user", "content": QUESTION}]
     r1 = run(gen.generate(first, max_tokens=6, sampling=GREEDY, stop_ids=[]))
     cached = gen.cached_ids
@@ -293,11 +293,52 @@ def test_prefix_reuse_prefills_only_new_tokens_kv_model(fixture_models):
     assert r2.token_ids == fresh_answer(fixture_models, "micro-qwen3moe-f32", second)  # truncation is exact
 
 
-def test_recurrent_model_resets_on_divergence(fixture_models):
-    backend, gen, cached, first_call, prompt2, second, r2 = two_turns(fixture_models, "micro-qwen35moe-f32")
+def test_recurrent_model_resets_on_divergence_without_checkpoints(fixture_models):
+    backend, gen, cached, first_call, prompt2, second, r2 = two_turns(fixture_models, "micro-qwen35moe-f32",
+                                                                      state_checkpoints=0)
     assert not backend.supports_truncate
     assert first_call == (0, len(prompt2)) and r2.stats.cache_reset and r2.stats.reused_tokens == 0
     assert r2.token_ids == fresh_answer(fixture_models, "micro-qwen35moe-f32", second)
+
+
+def test_recurrent_model_resumes_from_the_turn_checkpoint(fixture_models):
+    """Three turns: each follow-up goes back to the state kept at the start of the last answer's header and
+    prefills only the new turn (the old answer as re-rendered, the question, the header), whatever the length of
+    the conversation; the answers equal those of a fresh run."""
+    stem = "micro-qwen35moe-f32"
+    backend, gen = make(fixture_models, stem)
+    im_start = backend.tokenizer.token_to_id["<|im_start|>"]
+    messages = [{"role": "user", "content": QUESTION}]
+    previous_prompt = None
+    for question in ("And in two sentences?", "And in one word?", None):
+        prompt = backend.tokenizer.encode(render(messages, backend.arch))
+        r = run(gen.generate(messages, max_tokens=6, sampling=GREEDY, stop_ids=[]))
+        if previous_prompt is not None:
+            header = max(i for i, t in enumerate(previous_prompt) if t == im_start)  # the last answer's header
+            assert prompt[:header] == previous_prompt[:header] and not r.stats.cache_reset
+            assert r.stats.restored_checkpoint == r.stats.reused_tokens == header
+            assert r.stats.prefilled_tokens == len(prompt) - header
+        assert r.token_ids == fresh_answer(fixture_models, stem, messages)
+        previous_prompt = prompt
+        if question:
+            messages = messages + [r.as_message(), {"role": "user", "content": question}]
+    # regenerate the last answer: back to the start of its header, only the header prefilled
+    header = max(i for i, t in enumerate(prompt) if t == im_start)
+    again = run(gen.generate(messages, max_tokens=6, sampling=GREEDY, stop_ids=[]))
+    assert again.stats.reused_tokens == header and again.stats.prefilled_tokens == len(prompt) - header
+    assert again.token_ids == r.token_ids
+    # an edited last question: back to the start of that question
+    edited = messages[:-1] + [{"role": "user", "content": "Or in three words?"}]
+    e = run(gen.generate(edited, max_tokens=6, sampling=GREEDY, stop_ids=[]))
+    asked = max(i for i, t in enumerate(prompt[:header]) if t == im_start)
+    assert e.stats.reused_tokens == asked and e.token_ids == fresh_answer(fixture_models, stem, edited)
+
+
+def test_checkpoint_positions():
+    assert checkpoint_positions([5, 1, 2, 5, 3, 5, 4], 5, 0) == [3, 5]  # the last two turn starts
+    assert checkpoint_positions([5, 1, 2, 5, 3, 5, 4], 5, 3) == [5]  # past what is kept already
+    assert checkpoint_positions([5, 1, 2], 5, 0) == []  # a turn opening the prompt: nothing before it to keep
+    assert checkpoint_positions([5, 1, 5], None, 0) == []
 
 
 def test_recurrent_model_reuses_a_pure_extension(fixture_models):
