@@ -24,7 +24,7 @@ IO_RECORDS = 64  # records read and uploaded for the throughput figures (fewer w
 IO_SCRATCH_SLOTS = 4  # the uploads cycle over this many record-sized places of one buffer
 STREAM_FIELDS = ("hits", "late_hits", "misses", "bytes_read", "bytes_demand", "bytes_prefetch", "prefetch_issued",
                  "prefetch_used", "prefetch_wasted", "prefetch_throttled", "read_batches", "read_ms", "upload_ms",
-                 "wait_ms")
+                 "wait_ms", "placed_elsewhere")
 
 
 async def measure_io(gpu, reader, n_layers: int, n_experts: int, count: int = IO_RECORDS) -> dict:
@@ -66,6 +66,8 @@ def _snapshot(dec) -> dict:
     out = {f: st.total(f) for f in STREAM_FIELDS}
     out["syncs"] = dec.stats["syncs"]
     out["resumes"] = dec.stats["resumes"]
+    cpu = dec.cpu_tier  # misses computed on the CPU: their reads and compute, ms
+    out["cpu_ms"] = cpu.counts["compute_ms"] + cpu.counts["read_ms"] if cpu is not None else 0.0
     return out
 
 
@@ -75,16 +77,18 @@ def _delta(a: dict, b: dict) -> dict:
 
 async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: int, n_ctx: int, kv: str,
                    lane_cap: int, warmup: int, routing: str = "auto", trace=None, limits=True,
-                   ring_buffers: int = 4) -> dict:
+                   ring_buffers: int = 4, store_options: dict = None) -> dict:
     """One pool fraction: `make_ids(n_vocab)` gives the prompt (the same ids as the resident case); `trace`: the
-    decode's routed ids per step and layer (None: the model's own routing); `limits`: measure the stage limits."""
+    decode's routed ids per step and layer (None: the model's own routing); `limits`: measure the stage limits;
+    `store_options`: more StoreOptions fields (the CPU expert tier's)."""
     # prefetch depth 1 with the router look-ahead, as the chat app streams (py_engine/app/store_load.py); under a
     # trace the router's look-ahead would guess the random model's picks, not the trace's: there the guesses are
     # the layer's picks for the previous token (the trace's reuse, as a real router's)
     cls = TraceStoreDecoder if trace else StoreDecoder
     dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=kv,
                                lane_cap=lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
-                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=ring_buffers)
+                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=ring_buffers,
+                               **(store_options or {}))
     if trace:
         dec.trace = trace
     try:
@@ -123,6 +127,8 @@ async def run_case(gpu, pipes, store: str, fraction: float, make_ids, n_decode: 
                            tok_s=n_decode / decode_ms * 1e3, ms_median=round(sorted(step_ms)[len(step_ms) // 2], 4)),
             "tokens": {"early_stop": dec.stats["early_stop_tokens"], "per_layer": dec.stats["per_layer_tokens"]},
             "prefetch_guess": dec.stats["prefetch_guess"],
+            "cpu_tier": (dec.cpu_tier.summary(dec.pool.streamer.counters, dec.stats["tokens"])
+                         if dec.cpu_tier is not None else None),
             # the last decoded token's routed ids as the engine read them back, and which trace step it was
             "trace_steps": dec.trace_steps if trace else None,
             "last_routed_ids": [list(dec.prefetch.prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],

@@ -3,15 +3,15 @@ their weighted sum is added on the GPU (StoreOptions(cpu_tier=N), N worker threa
 
 Per MoE layer the per-layer runner already reads the routed ids back; with the tier on, the same readback also
 brings the routing weights and the layer's FFN input xn (what the routed experts multiply). The streamer asks the
-placement (cpu_tier/placement.py) per demanded miss; one placed on the CPU gets no slot (ELSEWHERE), so the GPU's
-residency check finds it absent and the pool products give it zero output and zero weight in the layer's sum. Its
-record is read through the streamer's own reader (alongside the uploads of the other misses), the tier computes
-Σ w_j · FFN_j(xn) for the layer's CPU experts, and that row is written into this layer's row of `out`; a dispatch
-recorded right after the layer's residency check adds the row into h (the router has already read h by then, and
-the routed and shared experts read xn, so the sum is the same as adding it with the experts'). A layer with no CPU
-experts this token has its row zeroed again before its submit. A check that finds an expert absent sets the
-pool's stop flag (the early-stop mode's signal; nothing is guarded in per-layer routing), which is cleared before
-the next layer's submit so that its check runs; the pool's `gpu_stops` counts these checks too.
+placement (residency/cpu_tier_placement.py) per demanded miss; one placed on the CPU gets no slot (ELSEWHERE), so
+the GPU's residency check finds it absent and the pool products give it zero output and zero weight in the layer's
+sum. Its record is read through the streamer's own reader (alongside the uploads of the other misses), the tier
+computes Σ w_j · FFN_j(xn) for the layer's CPU experts, and that row is written into this layer's row of `out`; a
+dispatch recorded right after the layer's residency check adds the row into h (the router has already read h by
+then, and the routed and shared experts read xn, so the sum is the same as adding it with the experts'). A layer
+with no CPU experts this token has its row zeroed again before its submit. A check that finds an expert absent sets
+the pool's stop flag (the early-stop mode's signal; nothing is guarded in per-layer routing), which is cleared
+before the next layer's submit so that its check runs; the pool's `gpu_stops` counts these checks too.
 """
 import asyncio
 import struct
@@ -20,7 +20,7 @@ import time
 import js
 
 from ..cpu_tier.expert_tier import CpuExpertTier
-from ..cpu_tier.placement import CpuTierPlacement, TierRates
+from ..residency.cpu_tier_placement import CpuTierPlacement, TierRates
 from ..gpu.buffers import storage_buffer
 
 ROW_ALIGN = 256  # storage bindings start at multiples of minStorageBufferOffsetAlignment
@@ -55,9 +55,9 @@ class CpuTierPath:
     @classmethod
     async def open(cls, gpu, layout: dict, pool, reader, *, k: int, workers: int, mode: str, per_layer=None,
                    url=None) -> "CpuTierPath":
-        """Start `workers` CPU workers for `layout`'s records (room for a layer's `k` routed experts) and measure the rates the placement weighs: a record
-        read through `reader`, an upload into the pool (its slot 0, free before the first token) and the tier's
-        compute, each per expert record."""
+        """Start `workers` CPU workers for `layout`'s records (room for a layer's `k` routed experts) and measure
+        the rates the placement weighs: a record read through `reader`, an upload into the pool (its slot 0, free
+        before the first token) and the tier's compute, each per expert record."""
         n_layers, n_experts = pool.n_layers, pool.n_experts
         tier = await CpuExpertTier.open(layout, workers=workers, slots=k, tokens=1, url=url)
         try:

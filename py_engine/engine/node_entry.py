@@ -10,7 +10,8 @@ Instead of "model", "store": FOLDER runs from a model store with the experts str
 "routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "prefetch_guess" ("lookahead" |
 "previous"), "lookahead_source" ("h" | "xn"), "prefetch_wait" (bool), "pool_fraction", "max_pool_buffer" (cap
 one pool buffer, to split small pools), "verify_pool" (check every slot afterwards) and "cpu_tier" (CPU workers
-computing misses; "cpu_tier_place" "cost" | "all", "cpu_tier_url" the file URL of web/cpu_tier/pool.js). "prefill_chunk": prompt
+computing misses; "cpu_tier_place" "cost" | "all", "cpu_tier_max" per layer, "cpu_tier_url" the file URL of
+web/cpu_tier/pool.js). "prefill_chunk": prompt
 tokens per batched prefill chunk (default: 256 on a GPU, 64 on a CPU adapter; 1 = token by token), for either kind
 of job; "ops_per_submit": submit
 replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py), with "lead_ops" the

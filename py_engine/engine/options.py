@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 
 ROUTINGS = ("auto", "early_stop", "per_layer")
 GUESSES = ("lookahead", "previous")  # what prefetch guesses: the router look-ahead, or the previous token's picks
-CPU_PLACES = ("cost", "all")  # which misses the CPU expert tier takes (cpu_tier/placement.py)
+CPU_PLACES = ("cost", "all")  # which misses the CPU expert tier takes (residency/cpu_tier_placement.py)
 LOOKAHEAD_SOURCES = ("h", "xn")  # the router look-ahead's input (lookahead.py says why each)
 
 

@@ -65,8 +65,8 @@ class CpuTierPlacement:
         return False
 
     def observe(self, hits: int, picks: int, cpu_ms_per_expert: float = None, upload_ms: float = None) -> None:
-        """After a layer: how many of its picks were reused (for `reuse`), and the measured cost of the experts the CPU computed and
-        of the records uploaded, when there were any."""
+        """After a layer: how many of its picks were reused (for `reuse`), and the measured cost of the experts
+        the CPU computed and of the records uploaded, when there were any."""
         a = self.SMOOTHING
         if picks:
             self.reuse += a * (hits / picks - self.reuse)
