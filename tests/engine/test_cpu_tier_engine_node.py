@@ -27,8 +27,16 @@ LOGIT_TOL = 3e-4
 POOL_URL = (ROOT_DIR / "web" / "cpu_tier" / "pool.js").as_uri()
 
 
+# "all": every miss on the CPU; "mixed": one miss a layer on the CPU, the others uploaded (both tiers in one sum);
+# "cost": the cost model's choice; "prefetch": "all" beside the router look-ahead's prefetch (its guesses share the
+# readback with the weights and xn)
+VARIANTS = {"all": {"cpu_tier_place": "all"}, "mixed": {"cpu_tier_place": "all", "cpu_tier_max": 1},
+            "cost": {"cpu_tier_place": "cost"}, "prefetch": {"cpu_tier_place": "all", "prefetch_depth": 1}}
+TIERED = {"micro-qwen3moe-f32": ["all", "mixed", "cost"], "micro-qwen35moe-f32": ["all", "mixed", "prefetch"]}
+
+
 def _variants(stem):
-    return ["gguf", "all", "mixed", "cost"] if stem in F32 else ["all"]
+    return ["gguf", *TIERED[stem]] if stem in F32 else ["all"]
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +60,7 @@ def tiered(fixture_models, refs_dir, tmp_path_factory):
                 job = {"model": str(fixture_models / f"{stem}.gguf")}
             else:
                 job = {"store": str(root / stem), "budget": "min", "cpu_tier": 1, "cpu_tier_url": POOL_URL,
-                       "cpu_tier_place": "cost" if tag == "cost" else "all"}
-                if tag == "mixed":  # one miss of a layer on the CPU, the others uploaded: both tiers in one sum
-                    job["cpu_tier_max"] = 1
+                       **VARIANTS[tag]}
             jobs.append({**job, "runs": runs, "prefill_chunk": 1})
             names.append((stem, tag))
     result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[root, fixture_models, out],
@@ -70,7 +76,7 @@ def _rows(out, stem, tag, index, n_vocab):
 def test_f32_logits_match_the_resident_engine(tiered, refs_dir, stem):
     out, _, _ = tiered
     n_vocab = protocol.load_step0_logits(stem, 0, refs_dir).size
-    for tag in ("all", "mixed", "cost"):
+    for tag in TIERED[stem]:
         for index in PROMPTS:
             base = _rows(out, stem, "gguf", index, n_vocab)
             rows = _rows(out, stem, tag, index, n_vocab)
@@ -106,13 +112,14 @@ def test_misses_go_where_the_placement_sends_them(tiered, stem):
         s = jobs[(stem, tag)]["stats"]
         st, tier = s["streamer"], s["cpu_tier"]
         assert s["routing"] == "per_layer" and s["per_layer_tokens"] == s["tokens"]
-        assert tier["workers"] == 1 and tier["mode"] == ("cost" if tag == "cost" else "all")
+        assert tier["workers"] == 1 and tier["mode"] == VARIANTS[tag]["cpu_tier_place"]
         assert st["misses"] > 0 and tier["experts"] == st["placed_elsewhere"]
         assert tier["share_of_misses"] == st["placed_elsewhere"] / st["misses"]
         # one record uploaded at load to time the upload path; every other upload is a miss the GPU took
         uploaded = st["misses"] - st["placed_elsewhere"]
-        assert s["uploads"]["count"] == 1 + uploaded and st["bytes_read"] == uploaded * record
-        if tag == "all":
+        assert s["uploads"]["count"] == 1 + uploaded + st["prefetch_issued"]
+        assert st["bytes_read"] == (uploaded + st["prefetch_issued"]) * record
+        if tag in ("all", "prefetch"):
             assert tier["share_of_misses"] == 1.0 and tier["ms_per_token"] > 0
         if tag == "mixed":
             assert 0 < tier["share_of_misses"] < 1 and tier["experts"] <= s["tokens"] * n_layers
