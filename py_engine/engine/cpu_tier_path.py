@@ -48,7 +48,7 @@ class CpuTierPath:
         self.dirty = set()  # layers whose row of `out` holds a sum from an earlier token
         self.at = {}  # layer -> where its weights and xn start in that layer's readback
         self.rates_at_load = TierRates(**placement.rates.as_dict())
-        self.counts = {"experts": 0, "layers": 0, "compute_ms": 0.0, "read_ms": 0.0}
+        self.counts = {"experts": 0, "layers": 0, "compute_ms": 0.0, "read_ms": 0.0, "bytes_read": 0}
         self._layer, self._reads = None, None
         self.last_ids = {}  # layer -> the experts it picked for the previous token
 
@@ -151,6 +151,7 @@ class CpuTierPath:
         self.flagged = True
         c = self.counts
         c["experts"] += len(jobs)
+        c["bytes_read"] += len(jobs) * self.tier.record_size  # besides the streamer's (uploaded) bytes
         c["layers"] += 1
         c["read_ms"] += (t1 - t0) * 1e3
         c["compute_ms"] += (t2 - t1) * 1e3
@@ -171,7 +172,7 @@ class CpuTierPath:
         return {"workers": self.workers, "mode": self.placement.mode, "experts": c["experts"],
                 "share_of_misses": placed / misses if misses else 0.0,
                 "ms_per_token": (c["compute_ms"] + c["read_ms"]) / tokens if tokens else None,
-                "compute_ms": c["compute_ms"], "read_ms": c["read_ms"],
+                "compute_ms": c["compute_ms"], "read_ms": c["read_ms"], "bytes_read": c["bytes_read"],
                 "rates_at_load": self.rates_at_load.as_dict(), "rates": self.placement.rates.as_dict(),
                 "reuse": self.placement.reuse}
 

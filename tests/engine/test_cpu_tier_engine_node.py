@@ -114,6 +114,7 @@ def test_misses_go_where_the_placement_sends_them(tiered, stem):
         assert s["routing"] == "per_layer" and s["per_layer_tokens"] == s["tokens"]
         assert tier["workers"] == 1 and tier["mode"] == VARIANTS[tag]["cpu_tier_place"]
         assert st["misses"] > 0 and tier["experts"] == st["placed_elsewhere"]
+        assert tier["bytes_read"] == tier["experts"] * record
         assert tier["share_of_misses"] == st["placed_elsewhere"] / st["misses"]
         # one record uploaded at load to time the upload path; every other upload is a miss the GPU took
         uploaded = st["misses"] - st["placed_elsewhere"]
