@@ -48,8 +48,9 @@ class CpuTierPath:
         self.dirty = set()  # layers whose row of `out` holds a sum from an earlier token
         self.at = {}  # layer -> where its weights and xn start in that layer's readback
         self.rates_at_load = TierRates(**placement.rates.as_dict())
-        self.counts = {"experts": 0, "layers": 0, "compute_ms": 0.0, "read_ms": 0.0, "bytes_read": 0}
-        self._layer, self._reads = None, None
+        self.counts = {"experts": 0, "layers": 0, "compute_ms": 0.0, "read_ms": 0.0, "bytes_read": 0,
+                       "wait_ms": 0.0}
+        self._layer, self._task, self._chosen = None, None, []
         self.last_ids = {}  # layer -> the experts it picked for the previous token
 
     @classmethod
@@ -103,15 +104,31 @@ class CpuTierPath:
         self._layer = layer
         self.placement.begin(layer)
 
-    def claimed(self) -> None:
-        """Right after the ensure: start reading the records of the experts placed on the CPU (in claim order,
-        which is the routed order), beside the uploads' reads."""
+    def claimed(self, raw: bytes) -> None:
+        """Right after the ensure: start serving the experts placed on the CPU (in claim order, which is the
+        routed order): their records are read beside the uploads' reads and computed by the tier's workers while
+        the token loop waits for the uploads. `raw`: the layer's readback (weights and xn)."""
         self.placement.end()
-        chosen = self.placement.placed
-        self._reads = asyncio.ensure_future(self.reader.read_records(self._layer, chosen)) if chosen else None
+        chosen = list(self.placement.placed)
+        self._task = asyncio.ensure_future(self._serve(self._layer, chosen, raw)) if chosen else None
+        self._chosen = chosen
+
+    async def _serve(self, layer, experts, raw):
+        t0 = time.perf_counter()
+        records = await self.reader.read_records(layer, experts)
+        t1 = time.perf_counter()
+        for s, data in enumerate(records):
+            fill_record(self.tier.record(s), data)
+        at = self.at[layer]
+        weights = struct.unpack_from(f"<{self.k}f", raw, at)
+        x = memoryview(raw)[at + 4 * self.k:at + 4 * self.k + self.row_bytes]
+        placed = {e: w for e, w in zip(struct.unpack_from(f"<{self.k}I", raw, 0), weights)}
+        row = await self.tier.compute_async(x, slots=list(range(len(experts))),
+                                            weights=[placed[e] for e in experts])
+        return row, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3
 
     async def finish(self, layer: int, ids, slots, raw: bytes) -> None:
-        """After the layer's uploads: compute its CPU experts and write their weighted sum into its row of `out`
+        """After the layer's uploads: wait for its CPU experts and write their weighted sum into its row of `out`
         (or zero a row left from an earlier token)."""
         jobs = [j for j, s in enumerate(slots) if s < 0]
         if self.flagged:
@@ -125,37 +142,28 @@ class CpuTierPath:
         if last is not None:
             self.placement.observe(len(set(ids) & last), len(ids))
         self.last_ids[layer] = set(ids)
-        if not jobs:
+        task, self._task = self._task, None
+        if [ids[j] for j in jobs] != self._chosen:
+            raise RuntimeError(f"layer {layer}: the experts without a slot ({[ids[j] for j in jobs]}) are not those "
+                               f"placed on the CPU ({self._chosen})")
+        if task is None:
             if layer in self.dirty:
                 self.gpu.queue.writeBuffer(self.out, layer * self.stride, self.zeros)
                 self.dirty.discard(layer)
             return
-        if len(jobs) > self.tier.slots:
-            raise RuntimeError(f"layer {layer}: {len(jobs)} experts placed on the CPU, its tier holds "
-                               f"{self.tier.slots}")
-        if self._reads is None or [ids[j] for j in jobs] != self.placement.placed:
-            raise RuntimeError(f"layer {layer}: the experts without a slot ({[ids[j] for j in jobs]}) are not those "
-                               f"placed on the CPU ({self.placement.placed})")
         t0 = time.perf_counter()
-        records, self._reads = await self._reads, None
-        t1 = time.perf_counter()
-        for s, data in enumerate(records):
-            fill_record(self.tier.record(s), data)
-        at = self.at[layer]
-        weights = struct.unpack_from(f"<{self.k}f", raw, at)
-        x = memoryview(raw)[at + 4 * self.k:at + 4 * self.k + self.row_bytes]
-        row = self.tier.compute(x, slots=list(range(len(jobs))), weights=[weights[j] for j in jobs])
+        row, read_ms, compute_ms = await task
         self.gpu.queue.writeBuffer(self.out, layer * self.stride, row)
-        t2 = time.perf_counter()
         self.dirty.add(layer)
         self.flagged = True
         c = self.counts
         c["experts"] += len(jobs)
         c["bytes_read"] += len(jobs) * self.tier.record_size  # besides the streamer's (uploaded) bytes
         c["layers"] += 1
-        c["read_ms"] += (t1 - t0) * 1e3
-        c["compute_ms"] += (t2 - t1) * 1e3
-        self.placement.observe(0, 0, cpu_ms_per_expert=(t2 - t1) * 1e3 / len(jobs))
+        c["read_ms"] += read_ms
+        c["compute_ms"] += compute_ms
+        c["wait_ms"] += (time.perf_counter() - t0) * 1e3
+        self.placement.observe(0, 0, cpu_ms_per_expert=compute_ms / len(jobs))
 
     def end_token(self) -> None:
         """After a token's last submit: clear the stop flag its last CPU layer left (a prefill chunk's checks
@@ -173,6 +181,8 @@ class CpuTierPath:
                 "share_of_misses": placed / misses if misses else 0.0,
                 "ms_per_token": (c["compute_ms"] + c["read_ms"]) / tokens if tokens else None,
                 "compute_ms": c["compute_ms"], "read_ms": c["read_ms"], "bytes_read": c["bytes_read"],
+                # what the token loop waited for the tier after the layer's uploads were in
+                "wait_ms_per_token": c["wait_ms"] / tokens if tokens else None,
                 "rates_at_load": self.rates_at_load.as_dict(), "rates": self.placement.rates.as_dict(),
                 "reuse": self.placement.reuse}
 

@@ -118,7 +118,7 @@ class PerLayerRunner:
                 cpu.begin(layer)
             pending_slots = streamer.ensure(layer, ids)
             if cpu is not None:
-                cpu.claimed()
+                cpu.claimed(data)
             missed += streamer.counters.misses[layer] != m0  # claims (and miss counts) happen in the call
             if prefetch.depth:
                 la = None if dec.lookahead is None else dec.lookahead.unpack(data, [layer], 4 * k).get(layer, {})
