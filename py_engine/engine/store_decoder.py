@@ -18,6 +18,8 @@ How a token runs depends on the pool size:
 - **partial pool, routing="auto"** (default): early stop while fewer than `auto_threshold` (1/4) of the layers
   missed recently, per-layer syncs otherwise (every resume re-submits the rest of the token: when most layers miss
   that costs more than a sync per layer; on lavapipe a resume costs ~15 ms against ~2 ms per layer sync).
+- **CPU expert tier** (StoreOptions(cpu_tier=N), cpu_tier_path.py): per-layer routing, where the misses the cost
+  model places on the CPU are computed by its workers and their weighted sum added on the GPU.
 In every partial mode each layer's attention or DeltaNet part runs exactly once per token (never re-run on a
 resume), misses are read from the store and uploaded through the staging ring (or writeBuffer), and the residency
 map is flushed to the GPU before the submit that routes through it.
