@@ -37,7 +37,7 @@ def fill_record(view, data) -> None:
 class CpuTierPath:
     def __init__(self, gpu, tier: CpuExpertTier, placement: CpuTierPlacement, reader, pool, k: int, workers: int):
         self.workers, self.status = workers, pool.status
-        n_layers = pool.n_layers
+        self.n_layers = n_layers = pool.n_layers
         self.flagged = False  # a residency check saw this tier's absent experts: its stop flag is set
         self.gpu, self.tier, self.placement, self.reader, self.k = gpu, tier, placement, reader, k
         self.n_embd = tier.n_embd
@@ -93,6 +93,11 @@ class CpuTierPath:
         """The readback copies that bring the layer's routing weights and xn, from byte `at` (4-aligned)."""
         self.at[layer] = at
         return [(route_w, 0, at, 4 * self.k), (xn, 0, at + 4 * self.k, self.row_bytes)]
+
+    @property
+    def nbytes(self) -> int:
+        """GPU bytes: a row per layer (not in the budget's plan: ~n_layers * n_embd * 4, small beside a record)."""
+        return self.stride * self.n_layers
 
     @property
     def readback_bytes(self) -> int:

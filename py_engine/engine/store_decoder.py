@@ -174,7 +174,8 @@ class StoreDecoder(Decoder):
                 "staging": 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16, "pool": self.pool.nbytes,
                 "early_stop": self.guarded.gpu_bytes if self.guarded is not None else 0,
                 "prefill": self.prefill.nbytes if self.prefill is not None else 0,
-                "lookahead": self.lookahead.nbytes if self.lookahead is not None else 0}
+                "lookahead": self.lookahead.nbytes if self.lookahead is not None else 0,
+                "cpu_tier": self.cpu_tier.nbytes if self.cpu_tier is not None else 0}
         used["total"] = sum(used.values())
         return used
 

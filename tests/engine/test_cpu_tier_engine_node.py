@@ -130,3 +130,5 @@ def test_misses_go_where_the_placement_sends_them(tiered, stem):
         if tag == "mixed":
             assert 0 < tier["share_of_misses"] < 1 and tier["experts"] <= s["tokens"] * n_layers
         assert all(v > 0 for v in tier["rates_at_load"].values())
+        assert s["gpu_bytes"]["cpu_tier"] >= n_layers * 4 * manifests[stem]["config"]["metadata"][
+            f"{manifests[stem]['config']['architecture']}.embedding_length"]
