@@ -14,6 +14,9 @@ from pathlib import Path
 from .commands.ids_args import add_step_arguments, context_error, step_arguments_error
 from .node_engine import NodeEngineError, run_in_node
 
+# the CPU expert tier's worker pool, loaded by Node from the repository's web folder
+CPU_TIER_POOL = Path(__file__).resolve().parents[1] / "web" / "cpu_tier" / "pool.js"
+
 ENTRY = "py_engine.engine.node_entry:run"
 
 
@@ -77,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "them in, submit the layer), even with every expert resident; the same logits, one sync per "
                     "layer per token")
     add_step_arguments(ap)
+    ap.add_argument("--cpu-tier", type=int, default=0, metavar="N",
+                    help="with --store: N CPU workers compute the misses the cost model places on the CPU instead "
+                         "of uploading them (per-layer routing; default 0: off)")
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
     ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
@@ -96,6 +102,8 @@ def engine_args(args) -> tuple[dict, list]:
         run.update(store=str(store), budget=args.budget)
         if args.no_gpu_routing:
             run["routing"] = "per_layer"
+        if args.cpu_tier:
+            run.update(cpu_tier=args.cpu_tier, cpu_tier_url=CPU_TIER_POOL.as_uri())
         mounts = [store]
     else:
         model = Path(args.model).resolve()
@@ -127,6 +135,14 @@ def main(argv) -> int:
         return 2
     if args.budget is not None and args.store is None:
         print("diskformer run: --budget applies to --store runs (experts streamed into a pool)", file=sys.stderr)
+        return 2
+    if args.cpu_tier and args.store is None:
+        print("diskformer run: --cpu-tier applies to --store runs (a GGUF file keeps every expert on the GPU)",
+              file=sys.stderr)
+        return 2
+    if args.cpu_tier < 0:
+        print(f"diskformer run: --cpu-tier takes a number of CPU workers (0: off), not {args.cpu_tier}",
+              file=sys.stderr)
         return 2
     if args.no_gpu_routing and args.store is None:
         print("diskformer run: --no-gpu-routing applies to --store runs (a GGUF file runs with every expert "

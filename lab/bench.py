@@ -29,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from diskformer.engine_run import CPU_TIER_POOL
 from diskformer.node_engine import NodeEngineError, run_in_node
 
 from . import ENGINE_SIDE
@@ -373,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="model store folder for the fraction cases (ingested from the GGUF once, reused when "
                          "complete; default: a folder per model under the system temp folder)")
     ap.add_argument("--routing", choices=ROUTINGS, default="auto", help="routing of the streamed cases")
+    ap.add_argument("--cpu-tier", type=int, default=0, metavar="N",
+                    help="the streamed cases compute misses on N CPU workers where the cost model says so (0: off); "
+                         "reports the share of misses computed on the CPU")
     ap.add_argument("--routing-trace", action="store_true",
                     help="also run each pool fraction with the decode routed by a trace at the reuse published for "
                          "real routers (lab/policy_lab/traces.py), reported beside the model's routing")
@@ -444,6 +448,10 @@ def main(argv) -> int:
     except ValueError as exc:
         print(f"diskformer bench: --budgets: {exc}", file=sys.stderr)
         return 2
+    if args.cpu_tier < 0 or (args.cpu_tier and not any(b != "all" for b in budgets)):
+        print("diskformer bench: --cpu-tier takes a number of CPU workers and a pool fraction in --budgets",
+              file=sys.stderr)
+        return 2
     if args.routing_trace and not any(b != "all" for b in budgets):
         print("diskformer bench: --routing-trace needs a pool fraction in --budgets (e.g. 0.25)", file=sys.stderr)
         return 2
@@ -458,6 +466,8 @@ def main(argv) -> int:
            "steps_ahead": args.steps_ahead, "tokens_per_submit": args.tokens_per_submit,
            "ops_per_submit": args.ops_per_submit, "lead_ops": args.lead_ops, "prefill_reps": args.prefill_reps,
            "cost_replays": args.cost_replays, "ring_buffers": args.ring_buffers}
+    if args.cpu_tier:
+        run.update(cpu_tier=args.cpu_tier, cpu_tier_url=CPU_TIER_POOL.as_uri())
     info = model_info(model)
     if args.routing_trace:
         run["routing_trace"] = routing_trace(info, args.decode + 8, args.trace_seed)

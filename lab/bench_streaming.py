@@ -112,6 +112,9 @@ def derive_streaming(case: dict, stages: dict | None = None) -> dict:
         # read, never used: prefetched records evicted before any demand (record size x count)
         "wasted_prefetch_bytes_per_token": dec.get("prefetch_wasted", 0) * io.get("record_bytes", 0) / n,
         "prefetch_accuracy": dec.get("prefetch_used", 0) / issued if issued else None,
+        # the CPU expert tier (--cpu-tier): share of the decode's misses it computed, its ms per token
+        "cpu_share_of_misses": dec.get("placed_elsewhere", 0) / dec["misses"] if dec["misses"] else None,
+        "cpu_ms_per_token": dec.get("cpu_ms", 0.0) / n,
         "bytes_over_demand": dec["bytes_read"] / demand_bytes if demand_bytes else None,
         "syncs_per_token": {"prefill": pre["syncs"] / pre["tokens"], "decode": dec["syncs"] / n},
         # time the token loop waited for loads (ensure), of its whole decode time per token
@@ -163,6 +166,8 @@ def streaming_table(raw: dict, d: dict) -> list:
              row("  prefetch / wasted", [f"{_mb(x['prefetch_bytes_per_token'])} / "
                                          f"{x['wasted_prefetch_bytes_per_token'] / 1e6:,.1f}" for x in cols]),
              row("prefetch accuracy", [_opt(x["prefetch_accuracy"], ".3f") for x in cols]),
+             row("misses computed on the CPU", [_opt(x.get("cpu_share_of_misses"), ".3f") for x in cols]),
+             row("  CPU ms/token", [_opt(x.get("cpu_ms_per_token"), ",.2f") for x in cols]),
              row("waiting for loads ms/token", [_opt(x["stall_ms_per_token"], ",.2f") for x in cols]),
              row("reader calls per token", [_opt(x["read_batches_per_token"], ",.1f") for x in cols]),
              row("syncs per token (prefill)", [f"{x['syncs_per_token']['prefill']:.2f}" for x in cols]),

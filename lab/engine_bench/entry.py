@@ -12,6 +12,7 @@ args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb"
        device's default, 0: ops_per_submit), "cost_replays": R (replays per variant of kernel_costs, which runs with the
        profile; 0: skip it)}
 "ring_buffers": staging buffers of the streamed engines' upload ring (default 4, the engine's);
+"cpu_tier": N CPU workers computing misses in the streamed cases ("cpu_tier_url": web/cpu_tier/pool.js's file URL);
 "routing_trace": [[ids per layer] per step] | null: each fraction also runs with the decode routed by that trace
 (trace_routing.py), reported beside the model-routed case.
 "all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
@@ -121,7 +122,9 @@ async def run(args: dict) -> dict:
     trace = args.get("routing_trace") or None
     run = streaming.StreamingRun(args.get("store"), lambda n_vocab: prompt_ids(n_prompt, n_vocab), n_decode, n_ctx,
                                  args.get("kv", "f16"), int(args.get("lane_cap", 16)), WARMUP_TOKENS,
-                                 args.get("routing", "auto"), int(args.get("ring_buffers") or 4))
+                                 args.get("routing", "auto"), int(args.get("ring_buffers") or 4),
+                                 {"cpu_tier": int(args["cpu_tier"]), "cpu_tier_url": args.get("cpu_tier_url")}
+                                 if args.get("cpu_tier") else None)
     for f in fractions:
         for source in ("model", "trace") if trace else ("model",):
             cases.append(await streaming.run_case(gpu, pipes, run, f, trace=trace if source == "trace" else None,

@@ -25,7 +25,7 @@ IO_RECORDS = 64  # records read and uploaded for the throughput figures (fewer w
 IO_SCRATCH_SLOTS = 4  # the uploads cycle over this many record-sized places of one buffer
 STREAM_FIELDS = ("hits", "late_hits", "misses", "bytes_read", "bytes_demand", "bytes_prefetch", "prefetch_issued",
                  "prefetch_used", "prefetch_wasted", "prefetch_throttled", "read_batches", "read_ms", "upload_ms",
-                 "wait_ms")
+                 "wait_ms", "placed_elsewhere")
 
 
 async def measure_io(gpu, reader, n_layers: int, n_experts: int, count: int = IO_RECORDS) -> dict:
@@ -67,6 +67,8 @@ def _snapshot(dec) -> dict:
     out = {f: st.total(f) for f in STREAM_FIELDS}
     out["syncs"] = dec.stats["syncs"]
     out["resumes"] = dec.stats["resumes"]
+    cpu = dec.cpu_tier  # misses computed on the CPU: their reads and compute, ms
+    out["cpu_ms"] = cpu.counts["compute_ms"] + cpu.counts["read_ms"] if cpu is not None else 0.0
     return out
 
 
@@ -78,7 +80,8 @@ def _delta(a: dict, b: dict) -> dict:
 class StreamingRun:
     """What every streaming case of one bench run shares: the model store's folder, `make_ids(n_vocab)` giving the
     prompt (the same ids as the resident case), the decode steps, the context, the KV format, the routing lanes'
-    cap, the warm-up tokens, the routing mode and the staging ring's buffers."""
+    cap, the warm-up tokens, the routing mode, the staging ring's buffers and more StoreOptions fields (the CPU
+    expert tier's)."""
     store: str
     make_ids: object
     n_decode: int
@@ -88,6 +91,7 @@ class StreamingRun:
     warmup: int
     routing: str = "auto"
     ring_buffers: int = 4
+    store_options: dict = None
 
 
 async def run_case(gpu, pipes, run: StreamingRun, fraction: float, trace=None, limits=True) -> dict:
@@ -100,7 +104,8 @@ async def run_case(gpu, pipes, run: StreamingRun, fraction: float, trace=None, l
     cls = TraceStoreDecoder if trace else StoreDecoder
     dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=run.kv,
                                lane_cap=run.lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
-                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=run.ring_buffers)
+                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=run.ring_buffers,
+                               **(run.store_options or {}))
     if trace:
         dec.trace = trace
     try:
@@ -139,6 +144,8 @@ async def run_case(gpu, pipes, run: StreamingRun, fraction: float, trace=None, l
                            tok_s=n_decode / decode_ms * 1e3, ms_median=round(sorted(step_ms)[len(step_ms) // 2], 4)),
             "tokens": {"early_stop": dec.stats["early_stop_tokens"], "per_layer": dec.stats["per_layer_tokens"]},
             "prefetch_guess": dec.stats["prefetch_guess"],
+            "cpu_tier": (dec.cpu_tier.summary(dec.pool.streamer.counters, dec.stats["tokens"])
+                         if dec.cpu_tier is not None else None),
             # the last decoded token's routed ids as the engine read them back, and which trace step it was
             "trace_steps": dec.trace_steps if trace else None,
             "last_routed_ids": [list(dec.prefetch.prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],

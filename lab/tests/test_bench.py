@@ -173,6 +173,40 @@ def test_budgets_parse_and_refuse():
     assert bench.main(["--model", "x.gguf", "--cost-replays", "-1"]) == 2
     assert bench.main(["--model", "x.gguf", "--ring-buffers", "0"]) == 2
     assert bench.main(["--model", "x.gguf", "--budgets", "all", "--routing-trace"]) == 2  # no pool to route into
+    assert bench.main(["--model", "x.gguf", "--budgets", "all", "--cpu-tier", "1"]) == 2  # no misses to compute
+    assert bench.main(["--model", "x.gguf", "--cpu-tier", "-1"]) == 2
+
+
+def test_cpu_tier_share_and_time_per_token():
+    case = {"fraction": 0.25, "slots": 32, "records": 128,
+            "prefill": {"tokens": 4, "tok_s": 20.0, "syncs": 36},
+            "decode": {"tokens": 10, "tok_s": 5.0, "syncs": 90, "hits": 30, "late_hits": 10, "misses": 40,
+                       "placed_elsewhere": 30, "cpu_ms": 25.0, "bytes_read": 10 * 2_000_000},
+            "io": {"read_MBps": 400.0, "upload_GBps": 1.0, "read_upload_MBps": 50.0}}
+    x = bench.derive_streaming(case)
+    assert x["cpu_share_of_misses"] == pytest.approx(0.75) and x["cpu_ms_per_token"] == pytest.approx(2.5)
+    del case["decode"]["placed_elsewhere"], case["decode"]["cpu_ms"]  # results from before the tier
+    x = bench.derive_streaming(case)
+    assert x["cpu_share_of_misses"] == 0 and x["cpu_ms_per_token"] == 0
+
+
+@needs_node
+def test_bench_cli_with_the_cpu_tier(fixture_models, tmp_path, capsys):
+    """The streamed case with misses computed on the CPU: the table and the JSON say how many."""
+    out = tmp_path / "bench.json"
+    argv = ["--model", str(fixture_models / "tiny-qwen3moe.gguf"), "--prompt", "8", "--decode", "4",
+            "--stream-mb", "8", "--prefill-chunk", "8", "--prefill-reps", "1", "--cost-replays", "0", "--no-profile",
+            "--budgets", "0.5", "--store-dir", str(tmp_path / "store"), "--json-out", str(out), "--cpu-tier", "1"]
+    assert bench.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "misses computed on the CPU" in printed and "CPU ms/token" in printed
+    res = json.loads(out.read_text())
+    case, x = res["raw"]["streaming"][0], res["derived"]["budgets"]["50%"]
+    tier = case["cpu_tier"]
+    assert tier["workers"] == 1 and tier["experts"] == case["streamer"]["placed_elsewhere"]
+    assert case["tokens"]["early_stop"] == 0  # the tier serves the per-layer loop
+    assert 0 <= x["cpu_share_of_misses"] <= 1 and x["cpu_ms_per_token"] >= 0
+    assert x["cpu_share_of_misses"] == case["decode"]["placed_elsewhere"] / case["decode"]["misses"]
 
 
 @needs_node

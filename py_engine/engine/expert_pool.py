@@ -141,6 +141,7 @@ class StreamingKernels(Kernels):
         self.pool = pool
         self.splits = []  # (layer, index of its residency check in the dispatch list, route_ids buffer, k)
         self.lookahead = None  # a RouterLookAhead (lookahead.py): its guesses are recorded before each check
+        self.after_check = None  # (kern, dl, layer) -> records dispatches right after each check (cpu_tier_path.py)
 
     def moe_matvec(self, dl, pool, rows, k, x, y, route_ids, slot_map, map_base, x_base=0, x_stride=0, label=""):
         if not isinstance(pool, PoolPart):
@@ -175,6 +176,8 @@ class StreamingKernels(Kernels):
             self.lookahead.record(self, dl, layer)
         self.splits.append((layer, dl.count, route_ids, k))
         dl.dispatch(None, None, 1, 1, 1, f"ffn_moe_residency-{layer}")
+        if self.after_check is not None:
+            self.after_check(self, dl, layer)
 
     def finish(self, dl, args=None):
         """Put the residency checks into the recorded list. `args`: the indirect-args buffer of the guarded part

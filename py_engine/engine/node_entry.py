@@ -9,7 +9,9 @@ Instead of "model", "store": FOLDER runs from a model store with the experts str
 "budget" (bytes or "min"; absent: all experts resident), "upload" ("staging" | "writebuffer"), "policy",
 "routing" ("auto" | "early_stop" | "per_layer"), "prefetch_depth", "prefetch_guess" ("lookahead" |
 "previous"), "lookahead_source" ("h" | "xn"), "prefetch_wait" (bool), "pool_fraction", "max_pool_buffer" (cap
-one pool buffer, to split small pools) and "verify_pool" (check every slot afterwards). "prefill_chunk": prompt
+one pool buffer, to split small pools), "verify_pool" (check every slot afterwards) and "cpu_tier" (CPU workers
+computing misses; "cpu_tier_place" "cost" | "all", "cpu_tier_max" per layer, "cpu_tier_url" the file URL of
+web/cpu_tier/pool.js). "prefill_chunk": prompt
 tokens per batched prefill chunk (default: 256 on a GPU, 64 on a CPU adapter; 1 = token by token), for either kind
 of job; "ops_per_submit": submit
 replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py), with "lead_ops" the
@@ -91,7 +93,10 @@ async def open_store_job(job: dict, gpu, pipelines):
         routing=job.get("routing", "auto"), prefetch_depth=int(job.get("prefetch_depth", 0)),
         pool_fraction=job.get("pool_fraction"), prefill_chunk=_chunk(job),
         prefetch_guess=job.get("prefetch_guess", "lookahead"), lookahead_source=job.get("lookahead_source", "h"),
-        prefetch_wait=bool(job.get("prefetch_wait", False)), q8_act=job.get("act", "q8") == "q8")
+        prefetch_wait=bool(job.get("prefetch_wait", False)), q8_act=job.get("act", "q8") == "q8",
+        cpu_tier=int(job.get("cpu_tier", 0)), cpu_tier_place=job.get("cpu_tier_place", "cost"),
+        cpu_tier_max=job.get("cpu_tier_max"),
+        cpu_tier_url=job.get("cpu_tier_url"))
 
 
 async def run_job(job: dict, gpu, pipelines) -> dict:
@@ -142,7 +147,7 @@ async def run(args: dict) -> dict:
     run_args["top"] = run_args["top"] or 5
     job = {k: v for k, v in args.items()
            if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload", "routing", "prefill_chunk",
-                    "check_records")}
+                    "check_records", "cpu_tier", "cpu_tier_url")}
     job["runs"] = [run_args]
     res = await run_job(job, gpu, pipelines)
     out = res["runs"][0]

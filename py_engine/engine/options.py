@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 
 ROUTINGS = ("auto", "early_stop", "per_layer")
 GUESSES = ("lookahead", "previous")  # what prefetch guesses: the router look-ahead, or the previous token's picks
+CPU_PLACES = ("cost", "all")  # which misses the CPU expert tier takes (residency/cpu_tier_placement.py)
 LOOKAHEAD_SOURCES = ("h", "xn")  # the router look-ahead's input (lookahead.py says why each)
 
 
@@ -63,6 +64,13 @@ class StoreOptions(DecodeOptions):
     prefetch_guess: str = "lookahead"
     lookahead_source: str = "h"
     prefetch_wait: bool = False  # an early stop resumes only once layer L+1's guessed experts are in
+    # CPU expert tier (engine/cpu_tier_path.py): N CPU workers compute the misses the cost model places there
+    # ("cost"; "all": every miss it can) in per-layer routing, at most cpu_tier_max a layer (None: top-k); 0: off.
+    # cpu_tier_url: where web/cpu_tier/pool.js is (default: /cpu_tier/pool.js beside the page; Node: a file URL)
+    cpu_tier: int = 0
+    cpu_tier_place: str = "cost"
+    cpu_tier_max: int = None
+    cpu_tier_url: str = None
 
     def validate(self):
         super().validate()
@@ -70,4 +78,12 @@ class StoreOptions(DecodeOptions):
                                      GUESSES), ("lookahead_source", self.lookahead_source, LOOKAHEAD_SOURCES)):
             if value not in allowed:
                 raise ValueError(f"{name} {value!r}: use one of {', '.join(allowed)}")
+        if self.cpu_tier < 0:
+            raise ValueError(f"cpu_tier {self.cpu_tier}: give the number of CPU workers, or 0 for none")
+        if self.cpu_tier and self.routing == "early_stop":
+            raise ValueError("the CPU expert tier needs per-layer routing (routing 'per_layer' or 'auto')")
+        if self.cpu_tier_max is not None and self.cpu_tier_max < 1:
+            raise ValueError(f"cpu_tier_max {self.cpu_tier_max}: give at least 1 expert per layer, or None")
+        if self.cpu_tier_place not in CPU_PLACES:
+            raise ValueError(f"cpu_tier_place {self.cpu_tier_place!r}: use one of {', '.join(CPU_PLACES)}")
         return self

@@ -18,13 +18,17 @@ How a token runs depends on the pool size:
 - **partial pool, routing="auto"** (default): early stop while fewer than `auto_threshold` (1/4) of the layers
   missed recently, per-layer syncs otherwise (every resume re-submits the rest of the token: when most layers miss
   that costs more than a sync per layer; on lavapipe a resume costs ~15 ms against ~2 ms per layer sync).
+- **CPU expert tier** (StoreOptions(cpu_tier=N), cpu_tier_path.py): per-layer routing, where the misses the cost
+  model places on the CPU are computed by its workers and their weighted sum added on the GPU.
 In every partial mode each layer's attention or DeltaNet part runs exactly once per token (never re-run on a
 resume), misses are read from the store and uploaded through the staging ring (or writeBuffer), and the residency
 map is flushed to the GPU before the submit that routes through it.
 """
 import array
 import time
+from dataclasses import replace
 
+from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer
 from ..gpu.commands import DispatchList, check_errors, track_errors
 from ..gpu.device import open_gpu
@@ -33,6 +37,7 @@ from ..models.cache import Activations, KVCache
 from ..models.registry import architecture
 from .early_stop import GuardedToken
 from .decoder import Decoder
+from .cpu_tier_path import CpuTierPath
 from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
 from .lookahead import RouterLookAhead
 from .memory_plan import plan_memory
@@ -46,6 +51,7 @@ from ..store.node_reader import record_reader_for
 class StoreDecoder(Decoder):
     pool = None
     plan = None
+    cpu_tier = None  # a CpuTierPath (cpu_tier_path.py) with StoreOptions(cpu_tier=N) and a partial pool
     chains = False  # a token may stop at a layer whose experts are not resident: no step queued behind it
     whole_prompts = False  # the prompt's last token takes step (its layers may page experts in)
     kernels_class = StreamingKernels  # a measurement may record more around the residency checks (lab/)
@@ -87,10 +93,22 @@ class StoreDecoder(Decoder):
         t_pool = time.perf_counter()
         if plan.full:
             await pool.load_all()
+        cpu = None
+        if opts.cpu_tier and not plan.full:
+            if not opts.q8_act and any(t == GGMLType.Q8_0 for t in ex["types"].values()):
+                raise ValueError("the CPU expert tier quantises activations for Q8_0 experts as the GPU's default "
+                                 "does: it cannot run with q8_act off")
+            cpu = await CpuTierPath.open(gpu, ex, pool, reader, k=cfg.n_expert_used, workers=opts.cpu_tier,
+                                         mode=opts.cpu_tier_place, per_layer=opts.cpu_tier_max,
+                                         url=opts.cpu_tier_url)
+            pool.streamer.placement = cpu.placement
+            opts = replace(opts, routing="per_layer")  # the tier serves the misses of the per-layer loop
         dec = cls(gpu, pipelines, model, loader, acts, cache, pool.slot_map, step_buf, opts.kv_format)
-        dec.pool, dec.plan, dec.reader = pool, plan, reader
+        dec.pool, dec.plan, dec.reader, dec.cpu_tier = pool, plan, reader, cpu
         dec.kern = cls.kernels_class(gpu, pipelines, step_buf, pool, lane_cap=opts.lane_cap,
                                     kv_format=opts.kv_format, q8_act=opts.q8_act)
+        if cpu is not None:
+            dec.kern.after_check = cpu.recorder(acts["h"])
         await dec._record(opts, mem)
         dec._start_routing(opts)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, pool_fill_ms=(time.perf_counter() - t_pool) * 1e3,
@@ -118,8 +136,9 @@ class StoreDecoder(Decoder):
             self.model.record_token(self.kern, self.dl, acts, self.cache, self.pool.slot_map)
             self.staging = create_buffer(gpu, 4 * cfg.n_vocab, MAP_READ | COPY_DST, "logits_staging")
             self.argmax_staging = create_buffer(gpu, 8, MAP_READ | COPY_DST, "argmax_staging")
-            self.ids_staging = create_buffer(gpu, 4 * MAX_TOP_K * (1 + opts.prefetch_depth), MAP_READ | COPY_DST,
-                                             "route_ids_staging")
+            extra = self.cpu_tier.readback_bytes if self.cpu_tier is not None else 0  # weights and xn
+            self.ids_staging = create_buffer(gpu, 4 * MAX_TOP_K * (1 + opts.prefetch_depth) + extra,
+                                             MAP_READ | COPY_DST, "route_ids_staging")
             self.guarded = None
             if plan.full or opts.routing == "per_layer":
                 self.kern.finish(self.dl)
@@ -157,7 +176,8 @@ class StoreDecoder(Decoder):
                 "staging": 4 * cfg.n_vocab + 4 * MAX_TOP_K + 16, "pool": self.pool.nbytes,
                 "early_stop": self.guarded.gpu_bytes if self.guarded is not None else 0,
                 "prefill": self.prefill.nbytes if self.prefill is not None else 0,
-                "lookahead": self.lookahead.nbytes if self.lookahead is not None else 0}
+                "lookahead": self.lookahead.nbytes if self.lookahead is not None else 0,
+                "cpu_tier": self.cpu_tier.nbytes if self.cpu_tier is not None else 0}
         used["total"] = sum(used.values())
         return used
 
@@ -229,6 +249,8 @@ class StoreDecoder(Decoder):
         if hasattr(self.reader, "release"):  # the Node reader's file handle, the browser's reader workers
             self.reader.release()
         self.ids_staging.destroy()
+        if self.cpu_tier is not None:
+            self.cpu_tier.release()
         if self.guarded is not None:
             self.guarded.release()
         if self.lookahead is not None:
@@ -245,4 +267,6 @@ class StoreDecoder(Decoder):
         # (every guess, resident or not); streamer.prefetch_accuracy = share of prefetch reads later demanded
         s["guess_accuracy"] = s["guess_hits"] / s["guessed"] if s.get("guessed") else None
         s["uploads"] = {"count": self.pool.uploads.uploads, "bytes": self.pool.uploads.bytes}
+        s["cpu_tier"] = (self.cpu_tier.summary(self.pool.streamer.counters, s.get("tokens") or 0)
+                         if self.cpu_tier is not None else None)
         return s

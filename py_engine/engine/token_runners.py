@@ -94,13 +94,15 @@ class PerLayerRunner:
             copies = [(route_ids, 0, 0, 4 * k)]
             if dec.lookahead is not None:
                 copies += dec.lookahead.copies([layer], 4 * k)[0]
+            if dec.cpu_tier is not None:  # the routing weights and xn for the experts computed on the CPU
+                copies += dec.cpu_tier.copies(layer, dec.acts["route_w"], dec.acts["xn"], sum(c[3] for c in copies))
             self.segment_reads.append((js.Array.of(*(js.Array.of(*c) for c in copies)),
                                        sum(c[3] for c in copies)))
 
     async def run(self, token, pos, want_logits):
         dec, prefetch = self.dec, self.prefetch
         h, rb = helper(), copies_helper()
-        dev, streamer = dec.gpu.device, dec.pool.streamer
+        dev, streamer, cpu = dec.gpu.device, dec.pool.streamer, dec.cpu_tier
         words = [token, pos, pos + 1, 0]
         splits = dec.kern.splits
         copies, nbytes = self.segment_reads[0]
@@ -112,12 +114,18 @@ class PerLayerRunner:
             ids = struct.unpack_from(f"<{k}I", data, 0)
             prefetch.prev_ids[layer] = ids
             m0 = streamer.counters.misses[layer]
+            if cpu is not None:
+                cpu.begin(layer)
             pending_slots = streamer.ensure(layer, ids)
+            if cpu is not None:
+                cpu.claimed(data)
             missed += streamer.counters.misses[layer] != m0  # claims (and miss counts) happen in the call
             if prefetch.depth:
                 la = None if dec.lookahead is None else dec.lookahead.unpack(data, [layer], 4 * k).get(layer, {})
                 prefetch.after(layer, la)
             slots = await pending_slots
+            if cpu is not None:
+                await cpu.finish(layer, ids, slots, data)
             dec.pool.flush_map()
             seg = self.segments[i + 1]
             if i + 1 < len(splits):
@@ -132,6 +140,8 @@ class PerLayerRunner:
             if pending is not None:
                 raw = await pending
                 dec.stats["syncs"] += 1
+        if cpu is not None:
+            cpu.end_token()
         streamer.advance_token()
         prefetch.score()
         return (raw.to_bytes() if want_logits else None), missed
