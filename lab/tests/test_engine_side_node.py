@@ -14,7 +14,8 @@ import os
 def main(args):
     from py_engine.gpu.shader_loader import default_shader_dir
 
-    engine_kernels = sorted(os.listdir(default_shader_dir()))
+    engine_kernels = sorted(name for _, _, files in os.walk(default_shader_dir()) for name in files
+                            if name.endswith(".wgsl"))
     out = {"lab": importlib.util.find_spec("lab") is not None,
            "engine_bench_kernels": [n for n in engine_kernels if n.startswith("bench_")],
            "engine_kernels": len(engine_kernels)}
@@ -33,7 +34,7 @@ def test_engine_side_only_when_asked():
     assert alone["lab"] is False and alone["engine_bench_kernels"] == [] and alone["engine_kernels"] > 20
     with_lab = run_in_node(CODE, {}, packages=[ENGINE_SIDE])
     assert with_lab["lab"] and with_lab["engine_bench_kernels"] == []
-    assert with_lab["lab_kernels"] == ["bench_empty.wgsl", "bench_stream_read.wgsl"]
+    assert with_lab["lab_kernels"] == ["bench_empty.wgsl", "bench_stream_read.wgsl", "bench_trace_route.wgsl"]
     assert "fn main(" in with_lab["empty"]
     with pytest.raises(NodeEngineError, match="no such folder"):
         run_in_node(CODE, {}, packages=["lab/no_such_folder"])
