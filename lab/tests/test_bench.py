@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import ENGINE_SIDE, bench
+from lab import ENGINE_SIDE, bench, bench_streaming, bench_table
 from lab.engine_bench import accounting
 from py_engine.gguf import read_gguf_file
 
@@ -67,7 +67,7 @@ def test_dispatch_floor_splits_the_pass_into_bytes_launches_and_the_rest():
     assert d["ceiling_over_bound"] == pytest.approx(10000 / 15000)
     assert d["beyond_bytes_us_per_dispatch"] == pytest.approx((30000 - 5000 - 10000) / 20)
     assert d["half_bound_leaves_us_per_dispatch"] == pytest.approx((10000 - 5000) / 20)
-    lines = "\n".join(bench._kernel_costs({**raw["kernel_costs"], "clock": "timestamps", "encode_us": 1.0,
+    lines = "\n".join(bench_table._kernel_costs({**raw["kernel_costs"], "clock": "timestamps", "encode_us": 1.0,
                                            "rounds": 3, "replays": 20, "kinds": []}, d))
     assert "could reach 0.667" in lines and "750.0 us per dispatch" in lines and "leaves 250.0" in lines
 
@@ -78,7 +78,7 @@ def test_streaming_bound_is_throughput_over_bytes_read():
             "decode": {"tokens": 10, "tok_s": 5.0, "syncs": 90, "hits": 30, "late_hits": 10, "misses": 40,
                        "bytes_read": 10 * 2_000_000},
             "io": {"read_MBps": 400.0, "upload_GBps": 1.0, "read_upload_MBps": 50.0}}
-    x = bench.derive_streaming(case)
+    x = bench_streaming.derive_streaming(case)
     assert x["bytes_read_per_token"] == 2_000_000
     assert x["stream_bound_tok_s"] == pytest.approx(25.0)  # no stage limits measured: 50 MB/s over 2 MB per token
     assert x["serial_bound_tok_s"] == x["stream_bound_tok_s"] and x["pipelined_bound_tok_s"] is None
@@ -86,7 +86,7 @@ def test_streaming_bound_is_throughput_over_bytes_read():
     assert x["hit_rate"] == pytest.approx(0.5)
     assert x["syncs_per_token"] == {"prefill": 9.0, "decode": 9.0}
     case["decode"]["bytes_read"] = 0  # every pick resident: no bound from the disk
-    assert bench.derive_streaming(case)["stream_bound_tok_s"] is None
+    assert bench_streaming.derive_streaming(case)["stream_bound_tok_s"] is None
     assert bench.derive({"streaming": [case]})["budgets"]["25%"]["decode_tok_s"] == 5.0
 
 
@@ -123,13 +123,13 @@ def test_pipelined_bound_is_the_slowest_stage_and_waste_is_apart():
 def test_steal_line_says_when_the_hypervisor_took_the_cpus():
     quiet = {"available": True, "steal_ms": 10.0, "run_s": 15.0, "cpus": 16}
     busy = {**quiet, "steal_ms": 1880.0}
-    (line,) = bench._steal({"host_steal": quiet})
+    (line,) = bench_table._steal({"host_steal": quiet})
     assert "10 ms over the run's 15.0 s (16 CPUs)" in line and "hypervisor" not in line
-    (line,) = bench._steal({"host_steal": busy})
+    (line,) = bench_table._steal({"host_steal": busy})
     assert "1,880 ms" in line and "hypervisor ran other work" in line
-    (line,) = bench._steal({"host_steal": {"available": False, "reason": "no /proc/stat here"}})
+    (line,) = bench_table._steal({"host_steal": {"available": False, "reason": "no /proc/stat here"}})
     assert "not reported (no /proc/stat here)" in line
-    assert bench._steal({}) == []
+    assert bench_table._steal({}) == []
 
 
 @needs_node
@@ -183,10 +183,10 @@ def test_cpu_tier_share_and_time_per_token():
             "decode": {"tokens": 10, "tok_s": 5.0, "syncs": 90, "hits": 30, "late_hits": 10, "misses": 40,
                        "placed_elsewhere": 30, "cpu_ms": 25.0, "bytes_read": 10 * 2_000_000},
             "io": {"read_MBps": 400.0, "upload_GBps": 1.0, "read_upload_MBps": 50.0}}
-    x = bench.derive_streaming(case)
+    x = bench_streaming.derive_streaming(case)
     assert x["cpu_share_of_misses"] == pytest.approx(0.75) and x["cpu_ms_per_token"] == pytest.approx(2.5)
     del case["decode"]["placed_elsewhere"], case["decode"]["cpu_ms"]  # results from before the tier
-    x = bench.derive_streaming(case)
+    x = bench_streaming.derive_streaming(case)
     assert x["cpu_share_of_misses"] == 0 and x["cpu_ms_per_token"] == 0
 
 
