@@ -68,7 +68,7 @@ def pregated_norm_product(kern, dl, w, o_pre, sq_parts, dv, eps, y, label="ssm_o
     """y += W · (o_pre per head / sqrt(Σ its sq_parts / dv + eps)): the rest of the gated norm, after
     gdn_conv_recurrent(sq_parts=...), fused into the staging of the output product (pregated_norm_fits first)."""
     gate = InputGate("pregated", sq_parts, 0, gdn_sq_parts(dv), dv, eps=eps)
-    kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, x_gate=gate)
+    kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, prep=gate)
 
 
 def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
@@ -82,7 +82,7 @@ def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, 
     output product (one dispatch) where the product can take it, else gdn_gated_norm into `scratch` first."""
     if dv % 32 == 0 and z_base % 4 == 0 and kern.can_gate_input(w):
         gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=eps)
-        kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate)
+        kern.matvec(dl, w, o, y, accumulate=True, label=label, prep=gate)
         return
     gdn_gated_norm(kern, dl, o, norm_w, z, scratch, n_heads, dv, eps, z_base=z_base,
                    label=_step_label(label, "final_output"))
@@ -93,7 +93,7 @@ def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_outpu
     """y += W · (attn · sigmoid(gate)), the gate being the second half of each head's [query | gate] in qg: fused
     into the staging of the output product where it can take it, else attn_output_gate in place first."""
     if hd % 32 == 0 and kern.can_gate_input(w):
-        kern.matvec(dl, w, attn, y, accumulate=True, label=label, x_gate=InputGate("sgate", qg, hd, 2 * hd, hd))
+        kern.matvec(dl, w, attn, y, accumulate=True, label=label, prep=InputGate("sgate", qg, hd, 2 * hd, hd))
         return
     attn_output_gate(kern, dl, qg, attn, n_head, hd, label=_step_label(label, "attn_gated"))
     kern.matvec(dl, w, attn, y, accumulate=True, label=label)

@@ -16,6 +16,7 @@ from diskformer.reference.layers import fake_quantize_q8_0
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu import fused_kernels
+from py_engine.gpu.kernels import MoeRoute
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -87,8 +88,9 @@ async def main(args):
                                                a["map_base"], out, shared)
                 if not a["shared"]:
                     down = storage_buffer(gpu, 4 * k * n, "down")
-                    kern.moe_matvec(dl, pool, n, k, act, down, (route, 4 * a["ids_base"], 4 * k), slot_map,
-                                    a["map_base"], x_stride=ffn)
+                    kern.moe_matvec(dl, pool, n, k, act, down,
+                                    MoeRoute((route, 4 * a["ids_base"], 4 * k), slot_map, a["map_base"]),
+                                    x_stride=ffn)
                     kern.moe_combine(dl, (route, 4 * a["w_base"], 4 * k), down, h_ref, n, k)
                     extra = {"ref": (h_ref, 0, 4 * n)}
         dl.submit(gpu)

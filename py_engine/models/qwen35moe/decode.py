@@ -2,7 +2,8 @@
 (build_layer_attn_linear on recurrent layers, build_layer_attn on the others), then build_layer_ffn."""
 from ...gpu.qwen35_kernels import (gated_norm_product, gated_output_product, gdn_conv_recurrent, pregated_norm_fits,
                                    pregated_norm_product)
-from ..blocks import build_moe_ffn, build_output, record_products
+from ...gpu.kernels import NormedInput
+from ..blocks import build_moe_ffn, build_output, decode_attention_shape, record_products
 
 
 def build_layer_attn(kern, dl, acts, w, i, cfg, cache, kv):
@@ -11,15 +12,13 @@ def build_layer_attn(kern, dl, acts, w, i, cfg, cache, kv):
     which norms and rotates q and k and appends K/V itself (attention_appending), its combine, the output product
     with the gate fused into its staging."""
     c = cfg
-    hd, nh, nkv = c.head_dim, c.n_head, c.n_head_kv
     qkv = acts["attn_in"]  # qg | k | v: the queries and the output gate are read from qg's heads
-    k_base = 2 * nh * hd
-    record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
-                    xn_out=acts["xn"])
+    record_products(kern, dl, w["attn_in"], acts["h"], qkv, i,
+                    norm=NormedInput(w["attn_norm"], c.rms_eps, xn_out=acts["xn"]))
     kern.attention_appending(dl, qkv, w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], acts["attn"],
-                             nh, nkv, hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
-                             hd ** -0.5, label=f"attn_pregate-{i}")
-    gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"], label=f"attn_output-{i}")
+                             decode_attention_shape(c, 2 * c.head_dim), label=f"attn_pregate-{i}")
+    gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, c.n_head, c.head_dim, acts["h"],
+                         label=f"attn_output-{i}")
 
 
 def build_layer_attn_linear(kern, dl, acts, w, i, cfg):
@@ -28,8 +27,8 @@ def build_layer_attn_linear(kern, dl, acts, w, i, cfg):
     c = cfg
     nv = c.ssm_dt_rank
     dn = acts["dn_in"]  # beta | alpha | qkv | z
-    record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
-                    xn_out=acts["xn"])
+    record_products(kern, dl, w["dn_in"], acts["h"], dn, i,
+                    norm=NormedInput(w["attn_norm"], c.rms_eps, xn_out=acts["xn"]))
     z_base = 2 * nv + c.conv_channels
     # the gated norm's per-value factors and sums in the recurrence where the output product can finish it
     pre = pregated_norm_fits(kern, w["ssm_out"], c.head_v_dim)
