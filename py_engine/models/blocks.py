@@ -6,8 +6,8 @@ Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vc
 """
 from ..gpu.kernels import (Q8_INPUT, DecodeAttentionShape, GpuMatrix, MoeRoute, NormedInput, q8_input_words,
                            xfmt)
-from ..gpu.fused_kernels import (can_down_combine, ffn_gate_up, moe_down_combine, moe_gate_up, moe_route_gate_up,
-                                 route_layout, shexp_down_combine)
+from ..gpu.fused_kernels import (DecodeMoeShape, RoutedOutputs, can_down_combine, ffn_gate_up, moe_down_combine,
+                                 moe_gate_up, moe_route_gate_up, route_layout, shexp_down_combine)
 
 
 def load_projections(loader, key: str, name: str, parts) -> dict:
@@ -105,20 +105,22 @@ def build_moe_ffn(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, 
                 prep=NormedInput(w["ffn_norm"], cfg.rms_eps, xn_out=acts["xn"],
                                  xq_out=acts["xq"] if x_q8 else None))
     shared_slot = cfg.n_expert if pooled else None
+    shape = DecodeMoeShape(cfg.n_expert, k, ffn, shared_slot)
     if resident:
-        ids, weights = moe_route_gate_up(kern, dl, gate, up, ffn, k, acts["xq" if x_q8 else "xn"], acts["act"],
-                                         acts["route"], cfg.n_expert, slot_map, map_base,
-                                         label=f"ffn_moe_gate_up-{layer}", shared_slot=shared_slot, x_q8=x_q8)
+        ids, weights = moe_route_gate_up(kern, dl, gate, up, shape, acts["xq" if x_q8 else "xn"], acts["act"],
+                                         MoeRoute(acts["route"], slot_map, map_base),
+                                         label=f"ffn_moe_gate_up-{layer}", x_q8=x_q8)
     else:
         ids, weights = acts["route_ids"], acts["route_w"]
         kern.router_topk(dl, acts["router"], ids, weights, cfg.n_expert, k, renorm=True,
                          label=f"ffn_moe_topk-{layer}")
-        moe_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], ids, slot_map, map_base,
+        moe_gate_up(kern, dl, gate, up, shape, acts["xn"], acts["act"], MoeRoute(ids, slot_map, map_base),
                     label=f"ffn_moe_gate_up-{layer}")
     if resident and (pooled or not shared) and can_down_combine(down, k, pooled):
         ids_base, w_base, _ = route_layout(cfg.n_expert, k)
-        moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map, map_base,
-                         acts["h"], (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
+        route = MoeRoute(acts["route"], slot_map, map_base, ids_base, w_base)
+        moe_down_combine(kern, dl, down, n, k, acts["act"], route, acts["h"],
+                         (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
         return
     if pooled:
         raise ValueError(f"layer {layer}: the pools hold the shared expert but its block cannot be fused")
@@ -129,8 +131,8 @@ def build_moe_ffn(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, 
         return
     ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
                 label=f"ffn_shexp_gate_up-{layer}")
-    shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], weights, acts["down"], acts["xn"],
-                       w["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
+    shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], RoutedOutputs(acts["down"], weights, k),
+                       acts["xn"], w["ffn_gate_inp_shexp"], acts["h"], label=f"ffn_moe_shexp_out-{layer}")
 
 
 def moe_act_values(cfg, shared_ffn: int = 0) -> int:

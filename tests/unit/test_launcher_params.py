@@ -137,11 +137,12 @@ def test_decode_launchers(gpu_modules):
     kern.moe_combine(dl, b(), b(), b(), 96, 2)
     kern.router_topk(dl, b(), b(), b(), 16, 4)
     gate, up, down = (_matrix(m, "q8", 4 * 96, 128, n) for n in ("gate", "up", "down"))
-    ff.moe_gate_up(kern, dl, gate, up, 96, 2, b(), b(), b(), b(), 0)
-    ff.moe_route_gate_up(kern, dl, gate, up, 96, 2, b(), b(), b(), 4, b(), 0, shared_slot=3)
+    ff.moe_gate_up(kern, dl, gate, up, ff.DecodeMoeShape(4, 2, 96), b(), b(), K.MoeRoute(b(), b(), 0))
+    ff.moe_route_gate_up(kern, dl, gate, up, ff.DecodeMoeShape(4, 2, 96, shared_slot=3), b(), b(),
+                         K.MoeRoute(b(), b(), 0))
     ff.ffn_gate_up(kern, dl, _matrix(m, "q8", 96, 128), _matrix(m, "q8", 96, 128), b(), b())
-    ff.shexp_down_combine(kern, dl, _matrix(m, "q8", 128, 96), b(), b(), b(), b(), b(), b(), 2)
-    ff.moe_down_combine(kern, dl, _matrix(m, "q8", 4 * 128, 96), 128, 2, b(), b(), 16, 32, b(), 0, b(),
+    ff.shexp_down_combine(kern, dl, _matrix(m, "q8", 128, 96), b(), ff.RoutedOutputs(b(), b(), 2), b(), b(), b())
+    ff.moe_down_combine(kern, dl, _matrix(m, "q8", 4 * 128, 96), 128, 2, b(), K.MoeRoute(b(), b(), 0, 16, 32), b(),
                         shared=(3, 4))
     q = m.qwen35_kernels
     q.gdn_conv_recurrent(kern, dl, b(), b(), b(), b(), b(), b(), b(), 2, 4, 64, 32, 1e-6, 4, 8)
