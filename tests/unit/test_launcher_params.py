@@ -145,10 +145,11 @@ def test_decode_launchers(gpu_modules):
     ff.moe_down_combine(kern, dl, _matrix(m, "q8", 4 * 128, 96), 128, 2, b(), K.MoeRoute(b(), b(), 0, 16, 32), b(),
                         shared=(3, 4))
     q = m.qwen35_kernels
-    q.gdn_conv_recurrent(kern, dl, b(), b(), b(), b(), b(), b(), b(), 2, 4, 64, 32, 1e-6, 4, 8)
-    q.gdn_conv_recurrent(kern, dl, b(), b(), b(), b(), b(), b(), b(), 2, 4, 64, 32, 1e-6, 4, 8, norm_w=b(),
-                         z_base=512, sq_parts=b())
-    q.gdn_gated_norm(kern, dl, b(), b(), b(), b(), 4, 32, 1e-6)
+    q.gdn_conv_recurrent(kern, dl, b(), q.GdnWeights(b(), b(), b()), b(), b(), b(),
+                         q.GdnShape(2, 4, 64, 32, 1e-6, 4, x_base=8))
+    q.gdn_conv_recurrent(kern, dl, b(), q.GdnWeights(b(), b(), b(), norm=b()), b(), b(), b(),
+                         q.GdnShape(2, 4, 64, 32, 1e-6, 4, x_base=8, z_base=512), sq_parts=b())
+    q.gdn_gated_norm(kern, dl, b(), b(), b(), b(), q.GdnShape(4, 4, 32, 32, 1e-6, 4))
     q.attn_q_split(kern, dl, b(), b(), 4, 64)
     q.attn_output_gate(kern, dl, b(), b(), 4, 64)
     q.shared_expert_gate(kern, dl, b(), b(), b(), b(), 128)
