@@ -1,8 +1,8 @@
 """qwen35moe's per-token plan (the decode step), after llama.cpp src/models/qwen35moe.cpp: per layer the mixer
 (build_layer_attn_linear on recurrent layers, build_layer_attn on the others), then build_layer_ffn."""
+from ...gpu.kernels import NormedInput
 from ...gpu.qwen35_kernels import (GdnShape, GdnWeights, gated_norm_product, gated_output_product,
                                    gdn_conv_recurrent, pregated_norm_fits, pregated_norm_product)
-from ...gpu.kernels import NormedInput
 from ..blocks import build_moe_ffn, build_output, decode_attention_shape, record_products
 
 
