@@ -6,7 +6,7 @@ from node_helpers import KERNEL_HARNESS
 
 # Runs inside Pyodide: reads in_<name>.bin, runs each case, writes out_<case>_<name>.bin.
 CASES_NODE_CODE = KERNEL_HARNESS + r'''
-from py_engine.gpu.kernels import q8_input_words
+from py_engine.gpu.kernels import Q8_INPUT, DecodeAttentionShape, MoeRoute, NormedInput, q8_input_words
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -37,34 +37,34 @@ async def main(args):
             if k == "matvec":
                 w = matrix(a["w"], a["fmt"], a["rows"], a["cols"], a.get("band_rows"))
                 y = buf(a["y"]) if a.get("accumulate") else out(a["y"], a["y_len"] * 4)
-                norm = (buf(a["nw"]), a["eps"]) if a.get("nw") else None
                 xn = out(a["xn"], a["cols"] * 4) if a.get("xn") else None
+                norm = NormedInput(buf(a["nw"]), a["eps"], xn_out=xn) if a.get("nw") else None
                 if a.get("two_step"):  # the unfused reference: rmsnorm into xn, then the plain product of xn
-                    kern.rmsnorm(dl, buf(a["x"]), norm[0], xn, a["cols"], norm[1], x_base=a["x_base"])
+                    kern.rmsnorm(dl, buf(a["x"]), norm.weight, xn, a["cols"], norm.eps, x_base=a["x_base"])
                     kern.matvec(dl, w, xn, y, 0, a["y_base"], a.get("accumulate", False))
                 elif a.get("prequant"):  # the norm also writes xn quantised; the product reads that as is
                     xq = out(a["xq"], q8_input_words(a["cols"]) * 4)
-                    kern.rmsnorm(dl, buf(a["x"]), norm[0], xn, a["cols"], norm[1], x_base=a["x_base"], xq=xq)
-                    kern.matvec(dl, w, xq, y, 0, a["y_base"], a.get("accumulate", False), x_q8=True)
+                    kern.rmsnorm(dl, buf(a["x"]), norm.weight, xn, a["cols"], norm.eps, x_base=a["x_base"], xq=xq)
+                    kern.matvec(dl, w, xq, y, 0, a["y_base"], a.get("accumulate", False), prep=Q8_INPUT)
                 elif a.get("xq_out"):  # the fused norm also leaves xn quantised (the router's, for the experts)
                     xq = out(a["xq"], q8_input_words(a["cols"]) * 4)
                     kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False),
-                                norm=norm, xn_out=xn, xq_out=xq)
+                                prep=NormedInput(norm.weight, norm.eps, xn_out=xn, xq_out=xq))
                 elif a.get("expect_error"):
                     try:
-                        kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], norm=norm, xn_out=xn)
+                        kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], prep=norm)
                         results[a["name"]] = "no error"
                     except ValueError as e:
                         results[a["name"]] = str(e)
                 else:
                     am = out(a["am"], 8) if a.get("am") else None  # the argmax of what the product wrote
                     kern.matvec(dl, w, buf(a["x"]), y, a["x_base"], a["y_base"], a.get("accumulate", False),
-                                norm=norm, xn_out=xn, argmax_out=am)
+                                prep=norm, argmax_out=am)
             elif k == "moe_matvec":
                 pool = matrix(a["w"], a["fmt"], a["slots"] * a["rows"], a["cols"])
                 y = out(a["y"], a["k"] * a["rows"] * 4)
-                kern.moe_matvec(dl, pool, a["rows"], a["k"], buf(a["x"]), y, buf("ids"), buf("slot_map"),
-                                a["map_base"], a["x_base"], a["x_stride"])
+                kern.moe_matvec(dl, pool, a["rows"], a["k"], buf(a["x"]), y,
+                                MoeRoute(buf("ids"), buf("slot_map"), a["map_base"]), a["x_base"], a["x_stride"])
             elif k == "rmsnorm":
                 y = out(a["y"], a["n"] * a["rows"] * 4)
                 kern.rmsnorm(dl, buf(a["x"]), buf(a["w"]), y, a["n"], a["eps"], a["rows"])
@@ -74,12 +74,14 @@ async def main(args):
             elif k == "qk_rope_append":
                 norms = (buf(a["wq"]), buf(a["wk"])) if a["norm"] else (None, None)
                 kern.qk_rope_append(dl, buf(a["x"]), out(a["q"], a["heads"] * a["hd"] * 4), *norms, buf(a["kc"]),
-                                    buf(a["vc"]), a["heads"], a["kv_heads"], a["hd"], a["n_rot"], a["eps"], a["base"],
-                                    a["hd"], a["k_base"], a["v_base"])
+                                    buf(a["vc"]), DecodeAttentionShape(a["heads"], a["kv_heads"], a["hd"], 0.0,
+                                                                       n_rot=a["n_rot"], eps=a["eps"],
+                                                                       rope_base=a["base"], q_stride=a["hd"],
+                                                                       k_base=a["k_base"], v_base=a["v_base"]))
             elif k == "attention":
                 y = out(a["y"], a["n_head"] * a["hd"] * 4)
-                kern.attention(dl, buf(a["q"]), buf(a["kc"]), buf(a["vc"]), y, a["n_head"], a["n_kv"], a["hd"],
-                               a["scale"])
+                kern.attention(dl, buf(a["q"]), buf(a["kc"]), buf(a["vc"]), y,
+                               DecodeAttentionShape(a["n_head"], a["n_kv"], a["hd"], a["scale"]))
             elif k == "silu_mul":
                 kern.silu_mul(dl, buf(a["g"]), buf(a["u"]), out(a["y"], a["n"] * 4), a["n"])
             elif k == "add":

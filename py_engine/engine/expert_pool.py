@@ -143,16 +143,15 @@ class StreamingKernels(Kernels):
         self.lookahead = None  # a RouterLookAhead (lookahead.py): its guesses are recorded before each check
         self.after_check = None  # (kern, dl, layer) -> records dispatches right after each check (cpu_tier_path.py)
 
-    def moe_matvec(self, dl, pool, rows, k, x, y, route_ids, slot_map, map_base, x_base=0, x_stride=0, label=""):
+    def moe_matvec(self, dl, pool, rows, k, x, y, route, x_base=0, x_stride=0, label=""):
         if not isinstance(pool, PoolPart):
-            return super().moe_matvec(dl, pool, rows, k, x, y, route_ids, slot_map, map_base, x_base, x_stride,
-                                      label)
+            return super().moe_matvec(dl, pool, rows, k, x, y, route, x_base, x_stride, label)
         if k > MAX_TOP_K:
             raise ValueError(f"top-{k} routing: the pool kernels handle at most {MAX_TOP_K} experts per token")
         if pool.rows != rows:
             raise ValueError(f"{pool.name}: {pool.rows} rows per expert, the model asked for {rows}")
         if not self.splits or self.splits[-1][0] != pool.layer:
-            self.residency_check(dl, pool.layer, k, route_ids)
+            self.residency_check(dl, pool.layer, k, route.picks)
         lay = self.pool.layout
         nb = pool.cols // 32
         lanes = lanes_for(nb, self.lane_cap)

@@ -16,6 +16,7 @@ RMSNorm over n_embd values costs next to nothing beside the router matvec (n_exp
 import struct
 
 from ..gpu.buffers import storage_buffer
+from ..gpu.kernels import NormedInput
 from .options import LOOKAHEAD_SOURCES as SOURCES
 ALIGN = 256  # the device keeps WebGPU's default minStorageBufferOffsetAlignment (the adapter's may be lower)
 
@@ -60,7 +61,7 @@ class RouterLookAhead:
             label = f"lookahead_logits-{layer}>{t}"
             if self.source == "h":  # target layer t's norm, fused into its router product (Kernels.matvec)
                 kern.matvec(dl, w["ffn_gate_inp"], self.acts["h"], self.logits, label=label,
-                            norm=(w["ffn_norm"], c.rms_eps), xn_out=self.x)
+                            prep=NormedInput(w["ffn_norm"], c.rms_eps, xn_out=self.x))
             else:
                 kern.matvec(dl, w["ffn_gate_inp"], self.acts["xn"], self.logits, label=label)
             kern.router_topk(dl, self.logits, (self.ids, self.entry(layer, t), 4 * self.k), self.weights,

@@ -14,25 +14,49 @@ a `Kernels` instance (its pipelines, its parameter buffers), like the launchers 
 """
 from dataclasses import dataclass
 
-from .kernels import (Q8_MAX_COLS, GpuMatrix, check_q8_cols, lanes_for, matvec_lanes, matvec_rows_per_group,
-                      xfmt)
+from .kernels import (Q8_MAX_COLS, GpuMatrix, MoeRoute, check_q8_cols, lanes_for, matvec_lanes,
+                      matvec_rows_per_group, xfmt)
 from .workgroups import moe_down_workgroup
 
 
-def moe_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, slot_map, map_base, label="ffn_moe_gate_up"):
-    """act[k*rows + r] = silu(G_slot(k)[r]·x) · U_slot(k)[r]·x for the k routed experts; `gate` / `up` are the
-    layer's ffn_gate_exps / ffn_up_exps (GpuMatrix pools, or the streamed pool's parts)."""
+@dataclass(frozen=True)
+class DecodeMoeShape:
+    """A routed MoE block's shape for the decode's fused launchers, built from the model's config: n_expert
+    experts, k picked per token, `rows` rows of an expert's gate and up matrices (its FFN width); shared_slot: the
+    pools' slot of a shared expert stacked after the routed ones (None: no such expert)."""
+    n_expert: int
+    k: int
+    rows: int
+    shared_slot: "int | None" = None
+
+
+@dataclass(frozen=True)
+class RoutedOutputs:
+    """The routed experts' down products of one token (k × rows values in `down`) and their weights, which the
+    block's sums add up (shexp_down_combine)."""
+    down: object
+    weights: object
+    k: int
+
+
+def moe_gate_up(kern, dl, gate, up, shape: DecodeMoeShape, x, act, route: MoeRoute, label="ffn_moe_gate_up"):
+    """act[k*rows + r] = silu(G_slot(k)[r]·x) · U_slot(k)[r]·x for the k routed experts (ids in route.picks);
+    `gate` / `up` are the layer's ffn_gate_exps / ffn_up_exps (GpuMatrix pools, or the streamed pool's parts)."""
+    rows, k = shape.rows, shape.k
     if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
-        return _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label)
-    _record_gate_up(kern, dl, gate, up, rows, k, x, act, GateUpRoute(route_ids, slot_map, map_base), label)
+        return _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route.picks, label)
+    _record_gate_up(kern, dl, gate, up, x, act, GateUpRoute(rows, k, route.picks, route.slot_map, route.map_base),
+                    label)
 
 
 @dataclass(frozen=True)
 class GateUpRoute:
-    """Which experts a fused gate/up product (shaders/moe_gate_up.wgsl) runs: `route` holds the routed ids (topk
-    None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base)), looked up in slot_map from
-    map_base; routed False: one dense pair (route and slot_map stand-ins). shared_slot: one more expert, that slot
-    of the pools, after the k routed ones."""
+    """Which experts a fused gate/up product (shaders/moe_gate_up.wgsl) runs, k of `rows` rows each: `route` holds
+    the routed ids (topk None) or the router's logits | ids | weights (topk = (n_exp, ids_base, w_base)), looked up
+    in slot_map from map_base; routed False: one dense pair (route and slot_map stand-ins). shared_slot: one more
+    expert, that slot of the pools, after the k routed ones."""
+    rows: int
+    k: int
     route: object
     slot_map: object
     map_base: int
@@ -50,15 +74,16 @@ def route_layout(n_exp: int, k: int) -> tuple:
     return ids_base, w_base, w_base + k
 
 
-def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_map, map_base,
-                      label="ffn_moe_gate_up", shared_slot=None, x_q8=False):
-    """moe_gate_up over resident pools, routing included: `route` holds the router's logits (route_layout); every
-    workgroup ranks them (shaders/router_pick_topk.wgsl) and one more, which computes no product, also takes their
-    softmax and stores the ids and weights. shared_slot: the pools' slot of a shared expert, whose activations then
-    follow the k routed experts' in `act`. Returns the (buffer,
+def moe_route_gate_up(kern, dl, gate, up, shape: DecodeMoeShape, x, act, route: MoeRoute,
+                      label="ffn_moe_gate_up", x_q8=False):
+    """moe_gate_up over resident pools, routing included: route.picks holds the router's logits (route_layout);
+    every workgroup ranks them (shaders/router_pick_topk.wgsl) and one more, which computes no product, also takes
+    their softmax and stores the ids and weights. shape.shared_slot: the pools' slot of a shared expert, whose
+    activations then follow the k routed experts' in `act`. Returns the (buffer,
     offset, size) views of the ids and of the weights for the down product and the block's sums. x_q8: x holds
     the input quantised ahead (Kernels.matvec's xq_out; both pools Q8_0 with Q8_0 activations): every workgroup
     copies its codes (shaders/x_stage_q8load.wgsl) instead of quantising it again."""
+    rows, k, n_exp, route_buf = shape.rows, shape.k, shape.n_expert, route.picks
     if not isinstance(gate, GpuMatrix) or not isinstance(up, GpuMatrix):
         raise ValueError(f"{gate.name}: the routing gate/up product runs over resident pools only")
     if n_exp > 256 or k > 64 or k > n_exp:
@@ -66,9 +91,10 @@ def moe_route_gate_up(kern, dl, gate, up, rows, k, x, act, route, n_exp, slot_ma
     ids_base, w_base, _ = route_layout(n_exp, k)
     if x_q8 and (gate.fmt != "q8" or up.fmt != "q8" or xfmt(kern, gate.fmt) != "q8"):
         raise ValueError(f"{gate.name}: an input quantised ahead only for Q8_0 pools with Q8_0 activations")
-    routing = GateUpRoute(route, slot_map, map_base, topk=(n_exp, ids_base, w_base), shared_slot=shared_slot)
-    _record_gate_up(kern, dl, gate, up, rows, k, x, act, routing, label, x_q8=x_q8)
-    return (route, 4 * ids_base, 4 * k), (route, 4 * w_base, 4 * k)
+    routing = GateUpRoute(rows, k, route_buf, route.slot_map, route.map_base, topk=(n_exp, ids_base, w_base),
+                          shared_slot=shape.shared_slot)
+    _record_gate_up(kern, dl, gate, up, x, act, routing, label, x_q8=x_q8)
+    return (route_buf, 4 * ids_base, 4 * k), (route_buf, 4 * w_base, 4 * k)
 
 
 def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gate_up"):
@@ -76,13 +102,13 @@ def ffn_gate_up(kern, dl, gate: GpuMatrix, up: GpuMatrix, x, act, label="ffn_gat
     if gate.rows != up.rows:
         raise ValueError(f"{gate.name} has {gate.rows} rows, {up.name} {up.rows}")
     stand_in = kern.placeholder()
-    _record_gate_up(kern, dl, gate, up, gate.rows, 1, x, act, GateUpRoute(stand_in, stand_in, 0, routed=False),
+    _record_gate_up(kern, dl, gate, up, x, act, GateUpRoute(gate.rows, 1, stand_in, stand_in, 0, routed=False),
                     label)
 
 
-def _record_gate_up(kern, dl, gate, up, rows, k, x, act, routing: GateUpRoute, label, x_q8=False):
-    """act = silu(G·x) · U·x for the k experts `routing` names (and its shared one) over `rows` rows each."""
-    topk, shared_slot = routing.topk, routing.shared_slot
+def _record_gate_up(kern, dl, gate, up, x, act, routing: GateUpRoute, label, x_q8=False):
+    """act = silu(G·x) · U·x for the k experts `routing` names (and its shared one) over its rows each."""
+    topk, shared_slot, rows, k = routing.topk, routing.shared_slot, routing.rows, routing.k
     for w in (gate, up):
         if len(w.bands) != 1:
             raise ValueError(f"{w.name}: a fused gate/up product needs each matrix in a single buffer per binding")
@@ -144,11 +170,12 @@ def _streamed_gate_up(kern, dl, gate, up, rows, k, x, act, route_ids, label):
                     binds, groups, f"{label}@pool{b}", params)
 
 
-def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate_w, h, k,
+def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, routed: RoutedOutputs, xn, gate_w, h,
                        label="ffn_moe_shexp_out"):
-    """h[r] = h[r] + Σ_k route_w[k]·down[k*rows + r] + sigmoid(gate_w·xn)·(W_down[r]·act) for the rows of the
-    shared expert's down matrix (one token): its product and the block's sums in one dispatch
-    (shaders/shared_expert_down_combine.wgsl)."""
+    """h[r] = h[r] + Σ_k weights[k]·down[k*rows + r] + sigmoid(gate_w·xn)·(W_down[r]·act) for the rows of the
+    shared expert's down matrix (one token; down, weights and k from `routed`): its product and the block's sums in
+    one dispatch (shaders/shared_expert_down_combine.wgsl)."""
+    k = routed.k
     if len(w_down.bands) != 1:
         raise ValueError(f"{w_down.name}: the fused shared-expert down product needs one buffer per binding")
     w_down.require_whole("shexp_down_combine")
@@ -159,7 +186,7 @@ def shexp_down_combine(kern, dl, w_down: GpuMatrix, act, route_w, down, xn, gate
     params = {"rows": w_down.rows, "nb": nb, "k": k, "n_gate": w_down.rows}
     consts = {"WFMT": w_down.fmt, "XFMT": xfmt(kern, w_down.fmt), "LANES": lanes, "ROWS": rows_per,
               "STAGED_BLOCKS": nb}
-    binds = {1: act, 2: h, **w_down.bands[0][2], 5: route_w, 6: down, 7: xn, 8: gate_w}
+    binds = {1: act, 2: h, **w_down.bands[0][2], 5: routed.weights, 6: routed.down, 7: xn, 8: gate_w}
     per_group = 64 // lanes * rows_per
     kern.record(dl, "shared_expert_down_combine.wgsl", consts, binds, (w_down.rows + per_group - 1) // per_group,
                 label, params)
@@ -186,12 +213,13 @@ def down_combine_fits(k: int, cols: int, shared: bool) -> bool:
     return cols % 32 == 0 and n_e <= MOE_DOWN_MAX_EXPERTS and n_e * cols <= Q8_MAX_COLS
 
 
-def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, ids_base: int, w_base: int,
-                     slot_map, map_base: int, h, shared=None, label="ffn_moe_out"):
+def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route: MoeRoute, h, shared=None,
+                     label="ffn_moe_out"):
     """h[r] += Σ_k w_k · D_slot(k)[r]·a_k (+ g · D_shared[r]·a_shared) for the `rows` rows of an expert of the
     layer's down pool, in one dispatch (shaders/moe_down_combine.wgsl): `act` holds a_0 .. a_{k-1} (pool.cols values
-    each), then a_shared; `route` the ids at ids_base and the weights at w_base (route_layout). shared = (slot,
-    gate_at): the shared expert is that slot of the pool, g = sigmoid(route[gate_at]). Only where can_down_combine."""
+    each), then a_shared; route.picks the ids at route.ids_base and the weights at route.w_base (route_layout).
+    shared = (slot, gate_at): the shared expert is that slot of the pool, g = sigmoid(route.picks[gate_at]). Only
+    where can_down_combine."""
     if not can_down_combine(pool, k, shared is not None):
         raise ValueError(f"{pool.name}: moe_down_combine cannot take this block (see can_down_combine)")
     nb = pool.cols // 32
@@ -200,15 +228,15 @@ def moe_down_combine(kern, dl, pool: GpuMatrix, rows: int, k: int, act, route, i
     rows_per = MOE_DOWN_ROWS
     wg = moe_down_workgroup(n_e, nb, rows_per)
     slot, gate_at = shared or (0, 0)
-    params = {"rows": rows, "nb": nb, "k": k, "map_base": map_base, "ids_base": ids_base, "w_base": w_base,
-              "shared_slot": slot, "gate_at": gate_at}
+    params = {"rows": rows, "nb": nb, "k": k, "map_base": route.map_base, "ids_base": route.ids_base,
+              "w_base": route.w_base, "shared_slot": slot, "gate_at": gate_at}
     consts = {"WFMT": pool.fmt, "XFMT": xfmt(kern, pool.fmt), "LANES": lanes, "ROWS": rows_per,
               "SHARED": "true" if shared is not None else "false", "N_E": n_e, "STAGED_BLOCKS": n_e * nb,
               "WG": wg}
     per_group = wg // lanes * rows_per
-    kern.record(dl, "moe_down_combine.wgsl", consts, {1: act, 2: h, **pool.bands[0][2], 5: route, 6: slot_map},
-                (rows + per_group - 1) // per_group, label, params)
+    binds = {1: act, 2: h, **pool.bands[0][2], 5: route.picks, 6: route.slot_map}
+    kern.record(dl, "moe_down_combine.wgsl", consts, binds, (rows + per_group - 1) // per_group, label, params)
 
 
-__all__ = ["moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up", "shexp_down_combine",
-           "can_down_combine", "down_combine_fits", "moe_down_combine"]
+__all__ = ["DecodeMoeShape", "RoutedOutputs", "moe_gate_up", "moe_route_gate_up", "route_layout", "ffn_gate_up",
+           "shexp_down_combine", "can_down_combine", "down_combine_fits", "moe_down_combine"]

@@ -57,7 +57,7 @@ class GpuMatrix:
 
 @dataclass(frozen=True)
 class InputGate:
-    """A transform of a product's input fused into the product's staging (Kernels.matvec x_gate): value e of x,
+    """A transform of a product's input fused into the product's staging (Kernels.matvec prep): value e of x,
     in head e // group, is gated by gate[g_base + (e // group) * g_stride + e % group].
     kind "sgate": x · sigmoid(gate) (shaders/x_norm_sgate.wgsl); "gated": per-head RMSNorm with eps, times norm_w
     (group values, shared by the heads) times silu(gate) (shaders/x_norm_gated.wgsl); "pregated": x already holds
@@ -71,6 +71,67 @@ class InputGate:
     group: int
     norm_w: object = None
     eps: float = 0.0
+
+
+@dataclass(frozen=True)
+class NormedInput:
+    """A product's input normalised in its staging (Kernels.matvec prep): rmsnorm(x) * weight, with eps. xn_out:
+    also receives the normalised input; xq_out: also its Q8_0 copy (both described at Kernels.matvec)."""
+    weight: object
+    eps: float
+    xn_out: object = None
+    xq_out: object = None
+
+
+@dataclass(frozen=True)
+class QuantisedInput:
+    """A product's input already quantised by rmsnorm(xq=...) (Kernels.matvec prep: Q8_INPUT)."""
+
+
+Q8_INPUT = QuantisedInput()
+
+
+def _unpack_prep(w, prep) -> tuple:
+    """(norm, xn_out, xq_out, x_gate, x_q8) of a matvec's prep, as Kernels.matvec reads them."""
+    if prep is None:
+        return None, None, None, None, False
+    if isinstance(prep, NormedInput):
+        return (prep.weight, prep.eps), prep.xn_out, prep.xq_out, None, False
+    if isinstance(prep, InputGate):
+        return None, None, None, prep, False
+    if isinstance(prep, QuantisedInput):
+        return None, None, None, None, True
+    raise ValueError(f"{w.name}: unknown input preparation {prep!r} (a NormedInput, an InputGate or Q8_INPUT)")
+
+
+@dataclass(frozen=True)
+class DecodeAttentionShape:
+    """One attention layer's shape for the decode launchers (Kernels.qk_rope_append, attention,
+    attention_appending), built once from the model's config: heads, head dim and the scores' scale; RMSNorm eps
+    of q/k, NeoX RoPE over the first n_rot dims with rope_base; where the q/k/v product puts them (q head h at
+    h * q_stride, the k heads from k_base, the v heads from v_base). A ready q (attention) reads no rope field."""
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    scale: float
+    n_rot: int = 0
+    eps: float = 0.0
+    rope_base: float = 0.0
+    q_stride: int = 0
+    k_base: int = 0
+    v_base: int = 0
+
+
+@dataclass(frozen=True)
+class MoeRoute:
+    """Where a token's routed experts are found: `picks` holds their ids (a buffer or a (buffer, offset, size)
+    view), each the pool slot slot_map[map_base + id]. For the fused kernels picks is the whole route buffer
+    (fused_kernels.route_layout): the ids at word ids_base, their weights at w_base."""
+    picks: object
+    slot_map: object
+    map_base: int
+    ids_base: int = 0
+    w_base: int = 0
 
 
 def lanes_for(nb: int, cap: int = 16) -> int:
@@ -180,11 +241,13 @@ class Kernels:
         gx, gy, gz = (*groups, 1)[:3] if isinstance(groups, tuple) else (*split_groups(groups), 1)
         dl.dispatch(pipe, bg, gx, gy, gz, label)
 
-    def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", norm=None,
-               xn_out=None, x_gate: "InputGate | None" = None, x_q8=False, argmax_out=None, xq_out=None):
-        """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band).
+    def matvec(self, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False, label="", prep=None,
+               argmax_out=None):
+        """y[y_base + r] (+)= W[r]·x[x_base ..] for every row r of W (one dispatch per band). prep: what is done to
+        x in the product's staging, one of a NormedInput (norm, its weight and eps; xn_out, xq_out below), an
+        InputGate (x_gate below) or Q8_INPUT (x_q8 below).
 
-        norm=(norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
+        norm (norm_weight, eps): multiply xn = rmsnorm(x[x_base : x_base + cols]) * norm_weight instead of x, as
         rmsnorm() then matvec() would (the same values). The norm is fused into every band's dispatch
         (shaders/x_norm_rms.wgsl): into the Q8_0 staging of a Q8_0-activation product, or, for f32 activations
         (F32 weights such as a router, or the f32-activation mode) up to F32_STAGED_MAX_COLS columns, into an f32
@@ -199,6 +262,7 @@ class Kernels:
         argmax_out: also argmax_out[0] = the index (y_base + row) of the largest value written, ties to the lower,
         and argmax_out[1] its f32 bits: every workgroup stores its rows' best as a partial
         (shaders/row_argmax_parts.wgsl) and one more dispatch reduces them (argmax_final), with no pass over y."""
+        norm, xn_out, xq_out, x_gate, x_q8 = _unpack_prep(w, prep)
         check_q8_cols(w)
         act = xfmt(self, w.fmt)
         if xq_out is not None and (norm is None or xn_out is None or w.cols % 32):
@@ -267,21 +331,22 @@ class Kernels:
         if parts is not None:
             self.argmax_final(dl, parts, part_base, argmax_out, label=(label or w.name) + "_argmax")
 
-    def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route_ids, slot_map, map_base,
-                   x_base=0, x_stride=0, label=""):
-        """y[k*rows + r] = W_slot(k)[r]·x_k for the k routed experts (see shaders/moe_matvec.wgsl)."""
+    def moe_matvec(self, dl, pool: GpuMatrix, rows: int, k: int, x, y, route: "MoeRoute", x_base=0, x_stride=0,
+                   label=""):
+        """y[k*rows + r] = W_slot(k)[r]·x_k for the k routed experts, their ids in route.picks
+        (see shaders/moe_matvec.wgsl)."""
         if len(pool.bands) != 1:
             raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
         check_q8_cols(pool)
         nb = pool.cols // 32
         lanes = matvec_lanes(rows * k, nb, self.lane_cap, self.matvec_min_groups)
         per_row = matvec_rows_per_group(rows * k, lanes, self.matvec_multi_row_groups)
-        params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": x_stride, "map_base": map_base}
+        params = {"rows": rows, "nb": nb, "x_base": x_base, "x_stride": x_stride, "map_base": route.map_base}
         bufs = pool.bands[0][2]
         per_group = 64 // lanes * per_row
         groups = ((rows + per_group - 1) // per_group, k)
         consts = {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes, "ROWS": per_row, "STAGED_BLOCKS": nb}
-        self.record(dl, "moe_matvec.wgsl", consts, {1: x, 2: y, **bufs, 5: route_ids, 6: slot_map}, groups,
+        self.record(dl, "moe_matvec.wgsl", consts, {1: x, 2: y, **bufs, 5: route.picks, 6: route.slot_map}, groups,
                     label or pool.name, params)
 
     def can_gate_input(self, w: GpuMatrix) -> bool:
@@ -293,18 +358,18 @@ class Kernels:
         """Whether matvec can read w's input quantised ahead (x_q8): w multiplies Q8_0 activations."""
         return xfmt(self, w.fmt) == "q8"
 
-    def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, y_base=0, label="rmsnorm", xq=None):
+    def rmsnorm(self, dl, x, w, y, n, eps, rows=1, x_base=0, label="rmsnorm", xq=None):
         """y = rmsnorm(x) * w per row of n values. xq: y is also written quantised per 32-block into xq
         (rows · q8_input_words(n) words: the rows' codes, then their scales) for a following matvec(x_q8=True) or
         few-picks expert product (shaders/rmsnorm_q8.wgsl, the same y)."""
         if xq is None:
             self.record(dl, "rmsnorm.wgsl", {}, {1: x, 2: w, 3: y}, (rows, 1), label,
-                        {"n": n, "eps": eps, "x_base": x_base, "y_base": y_base})
+                        {"n": n, "eps": eps, "x_base": x_base, "y_base": 0})
             return
-        if n % 32 or x_base % 4 or y_base % 4:
-            raise ValueError(f"{label}: a norm writing a quantised copy takes rows of whole 32-blocks at vec4 "
-                             f"offsets (n {n}, x_base {x_base}, y_base {y_base})")
-        params = {"n": n, "eps": eps, "x_base": x_base // 4, "y_base": y_base // 4, "q_scales": 8 * rows * (n // 32)}
+        if n % 32 or x_base % 4:
+            raise ValueError(f"{label}: a norm writing a quantised copy takes rows of whole 32-blocks at a vec4 "
+                             f"offset (n {n}, x_base {x_base})")
+        params = {"n": n, "eps": eps, "x_base": x_base // 4, "y_base": 0, "q_scales": 8 * rows * (n // 32)}
         self.record(dl, "rmsnorm_q8.wgsl", {}, {1: x, 2: w, 3: y, 4: xq}, (rows, 1), label, params)
 
     def embed(self, dl, table: GpuMatrix, y, label="embed"):
@@ -312,42 +377,47 @@ class Kernels:
             self.record(dl, "embed.wgsl", {"WFMT": table.fmt}, {1: self.step, 2: y, **bufs},
                         (table.cols + 255) // 256, label, {"n": table.cols, "row_base": row0, "rows": n})
 
-    def qk_rope_append(self, dl, x, q, q_norm, k_norm, k_cache, v_cache, n_head, n_kv_head, hd, n_rot, eps, base,
-                       q_stride, k_base, v_base, label="qk_rope_append"):
+    def qk_rope_append(self, dl, x, q, q_norm, k_norm, k_cache, v_cache, shape: "DecodeAttentionShape",
+                       label="qk_rope_append"):
         """One decode token's attention inputs in one dispatch (shaders/qk_rope_append.wgsl): q head h read at
         x[h * q_stride], RMSNorm with q_norm and RoPE into q[h * hd]; k heads at x[k_base ..] likewise with k_norm
-        then appended with v (x[v_base ..]) to the caches at row step.pos. Norm weights None: no norm."""
+        then appended with v (x[v_base ..]) to the caches at row step.pos (the fields of `shape`). Norm weights
+        None: no norm."""
+        n_head, n_kv_head, hd, n_rot = shape.n_head, shape.n_head_kv, shape.head_dim, shape.n_rot
         if n_rot > hd or n_rot % 2 or hd % 2 or hd > 256:
             raise ValueError(f"bad head dim {hd} / rotary dims {n_rot} (head dim even, <= 256)")
         if (q_norm is None) != (k_norm is None):
             raise ValueError("q and k norms: both or neither")
         use_norm = q_norm is not None
-        params = {"hd": hd, "n_rot": n_rot, "eps": eps, "base": base, "n_head": n_head, "n_kv": n_kv_head,
-                  "q_stride": q_stride, "k_base": k_base, "v_base": v_base, "use_norm": int(use_norm)}
+        params = {"hd": hd, "n_rot": n_rot, "eps": shape.eps, "base": shape.rope_base, "n_head": n_head,
+                  "n_kv": n_kv_head, "q_stride": shape.q_stride, "k_base": shape.k_base, "v_base": shape.v_base,
+                  "use_norm": int(use_norm)}
         binds = {1: self.step, 2: q_norm if use_norm else self.placeholder(),
                  3: k_norm if use_norm else self.placeholder(), 4: x, 5: q, 6: k_cache, 7: v_cache}
         self.record(dl, "qk_rope_append.wgsl", {"KV": self.kv_format}, binds, (n_head + n_kv_head, 1), label, params)
 
     attention_max_splits = None  # None: by adapter (ATTENTION_MAX_SPLITS; ATTENTION_CPU_SPLITS on a CPU one)
 
-    def attention(self, dl, q, k_cache, v_cache, out, n_head, n_kv_head, hd, scale, label="attention",
+    def attention(self, dl, q, k_cache, v_cache, out, shape: "DecodeAttentionShape", label="attention",
                   n_ctx=None):
         """out[h*hd ..] = softmax(scale · q_h·K^T) V over the step's n_past cached positions, GQA (flash-decoding:
         shaders/attention.wgsl spreads the positions over attention_splits(n_ctx) workgroups per head,
-        shaders/attention_combine.wgsl merges them; one split writes out itself). n_ctx, the cache's rows,
-        defaults to what k_cache holds."""
+        shaders/attention_combine.wgsl merges them; one split writes out itself). q is ready (roped): only the
+        heads, head dim and scale of `shape` are read. n_ctx, the cache's rows, defaults to what k_cache holds."""
+        n_head, n_kv_head, hd, scale = shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale
         if hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
         no_rope = {"n_rot": 0, "eps": 0.0, "base": 0.0, "q_stride": 0, "k_base": 0, "v_base": 0, "use_norm": 0}
         fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, **no_rope}
         self._attention(dl, "ready", {2: q}, k_cache, v_cache, out, fields, label, n_ctx)
 
-    def attention_appending(self, dl, x, q_norm, k_norm, k_cache, v_cache, out, n_head, n_kv_head, hd, n_rot, eps,
-                            base, q_stride, k_base, v_base, scale, label="attention", n_ctx=None):
+    def attention_appending(self, dl, x, q_norm, k_norm, k_cache, v_cache, out, shape: "DecodeAttentionShape",
+                            label="attention", n_ctx=None):
         """qk_rope_append then attention in one dispatch (shaders/attention_in_rope.wgsl): the attention's
         workgroups norm and rotate their q heads from the q/k/v product x themselves, and the split holding
         step.pos its KV head's k and v, which it also appends to the caches' row step.pos. The arguments are
         qk_rope_append's and attention's; the outputs (and the cache row) have their bits."""
+        n_head, n_kv_head, hd, n_rot = shape.n_head, shape.n_head_kv, shape.head_dim, shape.n_rot
         if n_rot > hd or n_rot % 2 or hd % 2 or hd > 256 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / rotary dims {n_rot} / heads "
                              f"{n_head}/{n_kv_head}")
@@ -355,8 +425,9 @@ class Kernels:
             raise ValueError("q and k norms: both or neither")
         use_norm = q_norm is not None
         binds = {2: x, 6: q_norm if use_norm else self.placeholder(), 7: k_norm if use_norm else self.placeholder()}
-        fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, "n_rot": n_rot, "eps": eps,
-                  "base": base, "q_stride": q_stride, "k_base": k_base, "v_base": v_base, "use_norm": int(use_norm)}
+        fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": shape.scale, "n_rot": n_rot,
+                  "eps": shape.eps, "base": shape.rope_base, "q_stride": shape.q_stride, "k_base": shape.k_base,
+                  "v_base": shape.v_base, "use_norm": int(use_norm)}
         self._attention(dl, "rope", binds, k_cache, v_cache, out, fields, label, n_ctx)
 
     def _attention(self, dl, qin, q_binds, k_cache, v_cache, out, fields, label, n_ctx):

@@ -2,6 +2,8 @@
 attention_output_gate, shared_expert_gate): each records one dispatch into a DispatchList through a `Kernels`
 instance (its pipelines, its step uniform, its parameter buffers), like the launchers in kernels.py.
 """
+from dataclasses import dataclass
+
 from .kernels import InputGate
 
 MAX_GDN_KEY_DIM = 256  # shaders/gdn_conv_recurrent.wgsl keeps one key head's q and k in workgroup memory
@@ -25,13 +27,40 @@ def _step_label(label: str, name: str) -> str:
     return f"{name}-{layer}" if dash and layer.isdigit() else f"{label}_{name}"
 
 
-def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out, n_k_heads, n_v_heads, dk, dv, eps,
-                       kernel_size, x_base, label="delta_net", norm_w=None, z_base=0, sq_parts=None):
+@dataclass(frozen=True)
+class GdnShape:
+    """One Gated DeltaNet layer's shape for the decode launchers, built from the model's config: n_k_heads key
+    heads of dk, n_v_heads value heads of dv, the norms' eps, the causal conv's kernel_size, and where the input
+    products leave q | k | v (x_base) and z (z_base) in their output (beta_raw | alpha_raw from 0)."""
+    n_k_heads: int
+    n_v_heads: int
+    dk: int
+    dv: int
+    eps: float
+    kernel_size: int
+    x_base: int = 0
+    z_base: int = 0
+
+
+@dataclass(frozen=True)
+class GdnWeights:
+    """The weights of one Gated DeltaNet layer's recurrence: ssm_conv1d, ssm_dt (the decay's bias), ssm_a and
+    ssm_norm (the gated norm's, read only by the pregated output)."""
+    conv: object
+    dt_bias: object
+    a: object
+    norm: object = None
+
+
+def gdn_conv_recurrent(kern, dl, dn, weights: GdnWeights, window, state, out, shape: GdnShape, label="delta_net",
+                       sq_parts=None):
     """One token of Gated DeltaNet after its input products (shaders/gdn_conv_recurrent.wgsl): the causal conv + SiLU
     of q | k | v (key heads of dk, value heads of dv; read at dn[x_base ..], kept in `window`, a ring of kernel_size
     inputs) and the gated delta rule for every value head; dn holds beta_raw | alpha_raw (n_v_heads each) from 0,
-    out gets o (n_v × dv). With sq_parts (pregated): out gets o · norm_w · silu(z) instead (z from dn[z_base ..]),
-    and sq_parts the sums of o² (gdn_sq_parts(dv) per head) for pregated_norm_product."""
+    out gets o (n_v × dv). With sq_parts (pregated): out gets o · weights.norm · silu(z) instead (z from
+    dn[z_base ..]), and sq_parts the sums of o² (gdn_sq_parts(dv) per head) for pregated_norm_product."""
+    n_k_heads, n_v_heads, dk, dv = shape.n_k_heads, shape.n_v_heads, shape.dk, shape.dv
+    kernel_size, norm_w = shape.kernel_size, weights.norm
     if dk > MAX_GDN_KEY_DIM:
         raise ValueError(f"gdn_conv_recurrent: key head dim {dk} > {MAX_GDN_KEY_DIM} is not supported")
     if n_v_heads % n_k_heads:
@@ -41,8 +70,9 @@ def gdn_conv_recurrent(kern, dl, dn, conv_w, window, dt_bias, ssm_a, state, out,
     k_base = n_k_heads * dk
     n_channels = 2 * k_base + n_v_heads * dv
     params = {"n_k_heads": n_k_heads, "n_v_heads": n_v_heads, "dk": dk, "dv": dv, "q_base": 0, "k_base": k_base,
-              "v_base": 2 * k_base, "eps": eps, "n": n_channels, "k": kernel_size, "x_base": x_base, "z_base": z_base}
-    binds = {1: kern.step, 2: dn, 3: conv_w, 4: window, 5: dt_bias, 6: ssm_a, 7: state, 8: out}
+              "v_base": 2 * k_base, "eps": shape.eps, "n": n_channels, "k": kernel_size, "x_base": shape.x_base,
+              "z_base": shape.z_base}
+    binds = {1: kern.step, 2: dn, 3: weights.conv, 4: window, 5: weights.dt_bias, 6: weights.a, 7: state, 8: out}
     out_kind = "plain"
     if sq_parts is not None:
         if norm_w is None:
@@ -69,24 +99,27 @@ def pregated_norm_product(kern, dl, w, o_pre, sq_parts, dv, eps, y, label="ssm_o
     """y += W · (o_pre per head / sqrt(Σ its sq_parts / dv + eps)): the rest of the gated norm, after
     gdn_conv_recurrent(sq_parts=...), fused into the staging of the output product (pregated_norm_fits first)."""
     gate = InputGate("pregated", sq_parts, 0, gdn_sq_parts(dv), dv, eps=eps)
-    kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, x_gate=gate)
+    kern.matvec(dl, w, o_pre, y, accumulate=True, label=label, prep=gate)
 
 
-def gdn_gated_norm(kern, dl, o, norm_w, z, y, n_heads, dv, eps, z_base=0, label="gated_norm"):
-    """y = RMSNorm(o per head) · norm_w · silu(z) over n_heads heads of dv values."""
-    kern.record(dl, "gdn_gated_norm.wgsl", {}, {1: o, 2: norm_w, 3: z, 4: y}, (n_heads, 1), label,
-                {"dv": dv, "eps": eps, "z_base": z_base})
+def gdn_gated_norm(kern, dl, o, norm_w, z, y, shape: GdnShape, n_heads=None, label="gated_norm"):
+    """y = RMSNorm(o per head) · norm_w · silu(z[z_base ..]) over n_heads heads (default: shape.n_v_heads; a
+    chunk's rows of heads side by side are more) of shape.dv values."""
+    kern.record(dl, "gdn_gated_norm.wgsl", {}, {1: o, 2: norm_w, 3: z, 4: y},
+                (shape.n_v_heads if n_heads is None else n_heads, 1), label,
+                {"dv": shape.dv, "eps": shape.eps, "z_base": shape.z_base})
 
 
-def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, n_heads, dv, eps, y, z_base=0, label="ssm_out"):
-    """y += W · (RMSNorm(o per head) · norm_w · silu(z)): the DeltaNet's gated norm fused into the staging of its
-    output product (one dispatch) where the product can take it, else gdn_gated_norm into `scratch` first."""
+def gated_norm_product(kern, dl, w, o, norm_w, z, scratch, y, shape: GdnShape, label="ssm_out"):
+    """y += W · (RMSNorm(o per head) · norm_w · silu(z[z_base ..])) over shape's value heads: the DeltaNet's gated
+    norm fused into the staging of its output product (one dispatch) where the product can take it, else
+    gdn_gated_norm into `scratch` first."""
+    dv, z_base = shape.dv, shape.z_base
     if dv % 32 == 0 and z_base % 4 == 0 and kern.can_gate_input(w):
-        gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=eps)
-        kern.matvec(dl, w, o, y, accumulate=True, label=label, x_gate=gate)
+        gate = InputGate("gated", z, z_base, dv, dv, norm_w=norm_w, eps=shape.eps)
+        kern.matvec(dl, w, o, y, accumulate=True, label=label, prep=gate)
         return
-    gdn_gated_norm(kern, dl, o, norm_w, z, scratch, n_heads, dv, eps, z_base=z_base,
-                   label=_step_label(label, "final_output"))
+    gdn_gated_norm(kern, dl, o, norm_w, z, scratch, shape, label=_step_label(label, "final_output"))
     kern.matvec(dl, w, scratch, y, accumulate=True, label=label)
 
 
@@ -94,7 +127,7 @@ def gated_output_product(kern, dl, w, attn, qg, n_head, hd, y, label="attn_outpu
     """y += W · (attn · sigmoid(gate)), the gate being the second half of each head's [query | gate] in qg: fused
     into the staging of the output product where it can take it, else attn_output_gate in place first."""
     if hd % 32 == 0 and kern.can_gate_input(w):
-        kern.matvec(dl, w, attn, y, accumulate=True, label=label, x_gate=InputGate("sgate", qg, hd, 2 * hd, hd))
+        kern.matvec(dl, w, attn, y, accumulate=True, label=label, prep=InputGate("sgate", qg, hd, 2 * hd, hd))
         return
     attn_output_gate(kern, dl, qg, attn, n_head, hd, label=_step_label(label, "attn_gated"))
     kern.matvec(dl, w, attn, y, accumulate=True, label=label)
@@ -117,6 +150,7 @@ def shared_expert_gate(kern, dl, x, gate_w, y, h, n, label="ffn_shexp_gated"):
     kern.record(dl, "shared_expert_gate.wgsl", {}, {1: x, 2: gate_w, 3: y, 4: h}, (1, 1), label, {"n": n})
 
 
-__all__ = ["gdn_conv_recurrent", "gdn_sq_parts", "pregated_norm_fits", "pregated_norm_product", "gdn_gated_norm",
+__all__ = ["GdnShape", "GdnWeights", "gdn_conv_recurrent", "gdn_sq_parts", "pregated_norm_fits", "pregated_norm_product",
+           "gdn_gated_norm",
            "gated_norm_product", "gated_output_product",
            "attn_q_split", "attn_output_gate", "shared_expert_gate"]

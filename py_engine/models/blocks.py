@@ -4,9 +4,10 @@ a slot pool (build_moe_ffn) and the output head. Each architecture's decode.py s
 
 Intermediate names follow llama.cpp's graph callbacks (attn_norm, Qcur, Kcur, Vcur, kqv_out, ffn_moe_logits, ...).
 """
-from ..gpu.kernels import GpuMatrix, q8_input_words, xfmt
-from ..gpu.fused_kernels import (can_down_combine, ffn_gate_up, moe_down_combine, moe_gate_up, moe_route_gate_up,
-                                 route_layout, shexp_down_combine)
+from ..gpu.kernels import (Q8_INPUT, DecodeAttentionShape, GpuMatrix, MoeRoute, NormedInput, q8_input_words,
+                           xfmt)
+from ..gpu.fused_kernels import (DecodeMoeShape, RoutedOutputs, can_down_combine, ffn_gate_up, moe_down_combine,
+                                 moe_gate_up, moe_route_gate_up, route_layout, shexp_down_combine)
 
 
 def load_projections(loader, key: str, name: str, parts) -> dict:
@@ -42,31 +43,38 @@ def load_projections(loader, key: str, name: str, parts) -> dict:
     return w
 
 
-def record_products(kern, dl, products, x, y, layer: int, norm=None, xn_out=None):
-    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label). norm=(weight, eps):
-    multiply rmsnorm(x) · weight instead, the norm fused into the first product (Kernels.matvec), which also leaves
-    it in xn_out for the others (first a product that can fuse it: Q8_0 weights with Q8_0 activations)."""
+def record_products(kern, dl, products, x, y, layer: int, norm: "NormedInput | None" = None):
+    """The matvecs of a load_projections entry: y[base ..] = W·x for each (W, base, label). norm: multiply
+    rmsnorm(x) · norm.weight instead, the norm fused into the first product (Kernels.matvec), which also leaves
+    it in norm.xn_out for the others (first a product that can fuse it: Q8_0 weights with Q8_0 activations)."""
     fuser = next((i for i, (m, _, _) in enumerate(products) if xfmt(kern, m.fmt) == "q8"), 0)
     for i, (m, base, label) in sorted(enumerate(products), key=lambda e: e[0] != fuser):
         if norm is not None and i == fuser:
-            kern.matvec(dl, m, x, y, y_base=base, label=f"{label}-{layer}", norm=norm, xn_out=xn_out)
+            kern.matvec(dl, m, x, y, y_base=base, label=f"{label}-{layer}", prep=norm)
         else:
-            kern.matvec(dl, m, x if norm is None else xn_out, y, y_base=base, label=f"{label}-{layer}")
+            kern.matvec(dl, m, x if norm is None else norm.xn_out, y, y_base=base, label=f"{label}-{layer}")
 
 
 def build_attn(kern, dl, acts, w: dict, layer: int, cache, cfg):
     """h += attn_output(attention(rope(norm(q)), rope(norm(k)), v)) of attn_norm(h) (llama.cpp build_attn, one
     token, cache appended first). `w` holds attn_norm, attn_output, attn_q_norm, attn_k_norm and "attn_in", the
     q | k | v products (load_projections) into acts["attn_in"]."""
-    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
     qkv = acts["attn_in"]  # q | k | v
-    k_base = nh * hd
-    record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer, norm=(w["attn_norm"], cfg.rms_eps),
-                    xn_out=acts["xn"])
+    record_products(kern, dl, w["attn_in"], acts["h"], qkv, layer,
+                    norm=NormedInput(w["attn_norm"], cfg.rms_eps, xn_out=acts["xn"]))
     kern.attention_appending(dl, qkv, w.get("attn_q_norm"), w.get("attn_k_norm"), cache.k[layer], cache.v[layer],
-                             acts["attn"], nh, nkv, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, hd, k_base,
-                             k_base + nkv * hd, hd ** -0.5, label=f"kqv_out-{layer}")
+                             acts["attn"], decode_attention_shape(cfg, cfg.head_dim), label=f"kqv_out-{layer}")
     kern.matvec(dl, w["attn_output"], acts["attn"], acts["h"], accumulate=True, label=f"attn_out-{layer}")
+
+
+def decode_attention_shape(cfg, q_stride: int) -> DecodeAttentionShape:
+    """The decode attention's shape from the model's config: q heads at q_stride values (head_dim, or twice that
+    where each head's query is followed by its output gate), then the k heads, then the v heads; q/k RMSNorm with
+    the model's eps, scores scaled by 1/sqrt(head_dim)."""
+    hd, nh, nkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
+    k_base = nh * q_stride
+    return DecodeAttentionShape(nh, nkv, hd, hd ** -0.5, n_rot=cfg.n_rot, eps=cfg.rms_eps, rope_base=cfg.rope_base,
+                                q_stride=q_stride, k_base=k_base, v_base=k_base + nkv * hd)
 
 
 def build_moe_ffn(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, cfg, shared: bool = False):
@@ -93,35 +101,38 @@ def build_moe_ffn(kern, dl, acts, w: dict, layer: int, slot_map, map_base: int, 
     # quantising xn again
     x_q8 = resident and gate.fmt == up.fmt == "q8" and kern.takes_q8_input(gate) and n % 32 == 0
     kern.matvec(dl, router, acts["h"], acts["route" if resident else "router"],
-                label=f"ffn_moe_logits-{layer}", norm=(w["ffn_norm"], cfg.rms_eps), xn_out=acts["xn"],
-                xq_out=acts["xq"] if x_q8 else None)
+                label=f"ffn_moe_logits-{layer}",
+                prep=NormedInput(w["ffn_norm"], cfg.rms_eps, xn_out=acts["xn"],
+                                 xq_out=acts["xq"] if x_q8 else None))
     shared_slot = cfg.n_expert if pooled else None
+    shape = DecodeMoeShape(cfg.n_expert, k, ffn, shared_slot)
     if resident:
-        ids, weights = moe_route_gate_up(kern, dl, gate, up, ffn, k, acts["xq" if x_q8 else "xn"], acts["act"],
-                                         acts["route"], cfg.n_expert, slot_map, map_base,
-                                         label=f"ffn_moe_gate_up-{layer}", shared_slot=shared_slot, x_q8=x_q8)
+        ids, weights = moe_route_gate_up(kern, dl, gate, up, shape, acts["xq" if x_q8 else "xn"], acts["act"],
+                                         MoeRoute(acts["route"], slot_map, map_base),
+                                         label=f"ffn_moe_gate_up-{layer}", x_q8=x_q8)
     else:
         ids, weights = acts["route_ids"], acts["route_w"]
         kern.router_topk(dl, acts["router"], ids, weights, cfg.n_expert, k, renorm=True,
                          label=f"ffn_moe_topk-{layer}")
-        moe_gate_up(kern, dl, gate, up, ffn, k, acts["xn"], acts["act"], ids, slot_map, map_base,
+        moe_gate_up(kern, dl, gate, up, shape, acts["xn"], acts["act"], MoeRoute(ids, slot_map, map_base),
                     label=f"ffn_moe_gate_up-{layer}")
     if resident and (pooled or not shared) and can_down_combine(down, k, pooled):
         ids_base, w_base, _ = route_layout(cfg.n_expert, k)
-        moe_down_combine(kern, dl, down, n, k, acts["act"], acts["route"], ids_base, w_base, slot_map, map_base,
-                         acts["h"], (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
+        route = MoeRoute(acts["route"], slot_map, map_base, ids_base, w_base)
+        moe_down_combine(kern, dl, down, n, k, acts["act"], route, acts["h"],
+                         (shared_slot, cfg.n_expert) if pooled else None, label=f"ffn_moe_out-{layer}")
         return
     if pooled:
         raise ValueError(f"layer {layer}: the pools hold the shared expert but its block cannot be fused")
-    kern.moe_matvec(dl, down, n, k, acts["act"], acts["down"], ids, slot_map,
-                    map_base, x_stride=ffn, label=f"ffn_moe_down-{layer}")
+    kern.moe_matvec(dl, down, n, k, acts["act"], acts["down"], MoeRoute(ids, slot_map, map_base), x_stride=ffn,
+                    label=f"ffn_moe_down-{layer}")
     if not shared:
         kern.moe_combine(dl, weights, acts["down"], acts["h"], n, k, label=f"ffn_moe_out-{layer}")
         return
     ffn_gate_up(kern, dl, w["ffn_gate_shexp"], w["ffn_up_shexp"], acts["xn"], acts["shexp_act"],
                 label=f"ffn_shexp_gate_up-{layer}")
-    shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], weights, acts["down"], acts["xn"],
-                       w["ffn_gate_inp_shexp"], acts["h"], k, label=f"ffn_moe_shexp_out-{layer}")
+    shexp_down_combine(kern, dl, w["ffn_down_shexp"], acts["shexp_act"], RoutedOutputs(acts["down"], weights, k),
+                       acts["xn"], w["ffn_gate_inp_shexp"], acts["h"], label=f"ffn_moe_shexp_out-{layer}")
 
 
 def moe_act_values(cfg, shared_ffn: int = 0) -> int:
@@ -142,5 +153,5 @@ def build_output(kern, dl, acts, output_norm, output: GpuMatrix, cfg):
     argmax's partials (one dispatch reduces them)."""
     xq = acts["xq"] if kern.takes_q8_input(output) else None
     kern.rmsnorm(dl, acts["h"], output_norm, acts["xn"], cfg.n_embd, cfg.rms_eps, xq=xq, label="result_norm")
-    kern.matvec(dl, output, acts["xn"] if xq is None else xq, acts["logits"], x_q8=xq is not None,
+    kern.matvec(dl, output, acts["xn"] if xq is None else xq, acts["logits"], prep=None if xq is None else Q8_INPUT,
                 label="result_output", argmax_out=acts["argmax"])

@@ -19,6 +19,7 @@ from node_helpers import KERNEL_HARNESS
 
 
 NODE_CODE = KERNEL_HARNESS + r'''
+from py_engine.gpu.kernels import DecodeAttentionShape
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -33,8 +34,9 @@ async def main(args):
         x = upload(gpu, (d / f"{case['name']}_x.bin").read_bytes())
         norms = [upload(gpu, (d / f"{case['name']}_{t}.bin").read_bytes()) for t in ("wq", "wk")] \
             if case["norm"] else [None, None]
-        rope = (nh, nkv, hd, case["n_rot"], case["eps"], case["base"], case["q_stride"], case["k_base"],
-                case["v_base"])
+        shape = DecodeAttentionShape(nh, nkv, hd, hd ** -0.5, n_rot=case["n_rot"], eps=case["eps"],
+                                     rope_base=case["base"], q_stride=case["q_stride"], k_base=case["k_base"],
+                                     v_base=case["v_base"])
         forms = {}
         async with GpuErrorScope(gpu, "recording " + case["name"]):
             for form in ("two", "fused"):
@@ -44,10 +46,10 @@ async def main(args):
                 dl = DispatchList()
                 if form == "two":
                     q = storage_buffer(gpu, nh * hd * 4, "q")
-                    kern.qk_rope_append(dl, x, q, *norms, kc, vc, *rope[:2], hd, *rope[3:])
-                    kern.attention(dl, q, kc, vc, y, nh, nkv, hd, hd ** -0.5)
+                    kern.qk_rope_append(dl, x, q, *norms, kc, vc, shape)
+                    kern.attention(dl, q, kc, vc, y, DecodeAttentionShape(nh, nkv, hd, hd ** -0.5))
                 else:
-                    kern.attention_appending(dl, x, *norms, kc, vc, y, nh, nkv, hd, *rope[3:], hd ** -0.5)
+                    kern.attention_appending(dl, x, *norms, kc, vc, y, shape)
                     grids[case["name"]] = [int(dl.ops[0][3]), int(dl.ops[0][4]), dl.count]
                 forms[form] = (dl, y, kc, vc)
         for pos in case["positions"]:

@@ -17,6 +17,7 @@ from node_helpers import KERNEL_HARNESS
 
 
 NODE_CODE = KERNEL_HARNESS + r'''
+from py_engine.gpu.kernels import DecodeAttentionShape
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -35,8 +36,8 @@ async def main(args):
                 kc = upload(gpu, (d / f"{layer}_k.bin").read_bytes())
                 vc = upload(gpu, (d / f"{layer}_v.bin").read_bytes())
                 y = storage_buffer(gpu, case["n_head"] * case["hd"] * 4, f"out{li}")
-                kern.attention(dl, q, kc, vc, y, case["n_head"], case["n_kv"], case["hd"], case["scale"],
-                               n_ctx=case.get("n_ctx_arg"))
+                shape = DecodeAttentionShape(case["n_head"], case["n_kv"], case["hd"], case["scale"])
+                kern.attention(dl, q, kc, vc, y, shape, n_ctx=case.get("n_ctx_arg"))
                 outs.append(y)
         splits[case["name"]] = [int(dl.ops[0][3]), int(dl.ops[0][4]), dl.count]  # split grid, dispatches
         for n in case["n_past"]:

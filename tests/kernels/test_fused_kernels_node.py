@@ -16,6 +16,8 @@ from diskformer.reference.layers import fake_quantize_q8_0
 
 NODE_CODE = KERNEL_HARNESS + r'''
 from py_engine.gpu import fused_kernels
+from py_engine.gpu.fused_kernels import DecodeMoeShape, RoutedOutputs
+from py_engine.gpu.kernels import MoeRoute
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -39,15 +41,16 @@ async def main(args):
             if a["kernel"] == "moe_gate_up":
                 g = matrix(a["gate"], a["gfmt"], a["slots"] * a["rows"], a["cols"])
                 u = matrix(a["up"], a["ufmt"], a["slots"] * a["rows"], a["cols"])
-                fused_kernels.moe_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out, buf(a["ids"]),
-                                          buf(a["slot_map"]), a["map_base"])
+                fused_kernels.moe_gate_up(kern, dl, g, u, DecodeMoeShape(a["slots"], a["k"], a["rows"]), buf(a["x"]),
+                                          out, MoeRoute(buf(a["ids"]), buf(a["slot_map"]), a["map_base"]))
             elif a["kernel"] == "moe_route_gate_up":
                 g = matrix(a["gate"], a["gfmt"], a["slots"] * a["rows"], a["cols"])
                 u = matrix(a["up"], a["ufmt"], a["slots"] * a["rows"], a["cols"])
                 route = buf(a["route"])
-                ids, weights = fused_kernels.moe_route_gate_up(kern, dl, g, u, a["rows"], a["k"], buf(a["x"]), out,
-                                                               route, a["n_exp"], buf(a["slot_map"]), a["map_base"],
-                                                               shared_slot=a["shared_slot"], x_q8=a["x_q8"])
+                shape = DecodeMoeShape(a["n_exp"], a["k"], a["rows"], a["shared_slot"])
+                ids, weights = fused_kernels.moe_route_gate_up(kern, dl, g, u, shape, buf(a["x"]), out,
+                                                               MoeRoute(route, buf(a["slot_map"]), a["map_base"]),
+                                                               x_q8=a["x_q8"])
                 extra = {"ids": ids, "w": weights}  # views of route, for the kernels after it
                 assert ids[0] is route and weights[0] is route and ids[1] % 256 == 0 and weights[1] % 256 == 0
             elif a["kernel"] == "ffn_gate_up":
@@ -73,8 +76,9 @@ async def main(args):
             elif a["kernel"] == "shexp_down_combine":
                 out = buf(a["h"])
                 wd = matrix(a["w_down"], a["fmt"], a["n"], a["cols"])
-                fused_kernels.shexp_down_combine(kern, dl, wd, buf(a["act"]), buf(a["route_w"]), buf(a["down"]),
-                                                 buf(a["x"]), buf(a["gate_w"]), out, a["k"])
+                routed = RoutedOutputs(buf(a["down"]), buf(a["route_w"]), a["k"])
+                fused_kernels.shexp_down_combine(kern, dl, wd, buf(a["act"]), routed, buf(a["x"]), buf(a["gate_w"]),
+                                                 out)
             elif a["kernel"] == "down_combine":
                 # moe_down_combine; without a shared expert also the dispatches it replaces (moe_matvec, moe_combine)
                 n, ffn, k = a["n"], a["ffn"], a["k"]
@@ -83,12 +87,14 @@ async def main(args):
                 out, h_ref, act = buf(a["h"]), buf(a["h"]), buf(a["act"])
                 shared = (a["shared_slot"], a["gate_at"]) if a["shared"] else None
                 assert fused_kernels.can_down_combine(pool, k, a["shared"])
-                fused_kernels.moe_down_combine(kern, dl, pool, n, k, act, route, a["ids_base"], a["w_base"], slot_map,
-                                               a["map_base"], out, shared)
+                fused_kernels.moe_down_combine(kern, dl, pool, n, k, act,
+                                               MoeRoute(route, slot_map, a["map_base"], a["ids_base"], a["w_base"]),
+                                               out, shared)
                 if not a["shared"]:
                     down = storage_buffer(gpu, 4 * k * n, "down")
-                    kern.moe_matvec(dl, pool, n, k, act, down, (route, 4 * a["ids_base"], 4 * k), slot_map,
-                                    a["map_base"], x_stride=ffn)
+                    kern.moe_matvec(dl, pool, n, k, act, down,
+                                    MoeRoute((route, 4 * a["ids_base"], 4 * k), slot_map, a["map_base"]),
+                                    x_stride=ffn)
                     kern.moe_combine(dl, (route, 4 * a["w_base"], 4 * k), down, h_ref, n, k)
                     extra = {"ref": (h_ref, 0, 4 * n)}
         dl.submit(gpu)

@@ -1,4 +1,4 @@
-"""RMSNorm fused into a product's staging (matvec norm=, xn_out=) on a real WebGPU device against numpy and against
+"""RMSNorm fused into a product's staging (matvec prep=NormedInput) on a real WebGPU device against numpy and against
 the same norm and product as two dispatches."""
 import json
 
@@ -10,7 +10,7 @@ from diskformer.reference.layers import fake_quantize_q8_0 as fq  # what Q8_0 pr
 from kernel_cases import CASES_NODE_CODE, Case, close
 
 
-# --- matvec with the preceding RMSNorm fused in (norm=, xn_out=) ------------------------------------------------
+# --- matvec with the preceding RMSNorm fused in (prep=NormedInput) ------------------------------------------------
 # Each fused case has a twin ("<name>_2") run unfused on the GPU: rmsnorm into xn, then the plain product; Q8_0
 # cases with Q8_0 activations a third ("<name>_3"): rmsnorm writing xn and its quantised copy, then the product
 # reading the copy (x_stage_q8pre.wgsl: what the output head does); cases with xn a fourth ("<name>_4"): the fused

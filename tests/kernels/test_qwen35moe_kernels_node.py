@@ -20,7 +20,7 @@ from diskformer.reference import layers
 
 
 NODE_CODE = KERNEL_HARNESS + r'''
-from py_engine.gpu import qwen35_kernels
+from py_engine.gpu import kernels as kernel_module, qwen35_kernels
 
 async def main(args):
     d, spec, gpu, pipes = await kernel_device(args)
@@ -46,6 +46,9 @@ async def main(args):
                     launcher = lambda dl, **kw: getattr(qwen35_kernels, op["op"])(kern, dl, **kw)
                 args = {k: bufs[v] for k, v in op["bufs"].items()}
                 args.update({k: matrix(m) for k, m in op.get("mats", {}).items()})
+                for k, o in op.get("objs", {}).items():  # a launcher's shape or weights object, by class name
+                    cls = getattr(qwen35_kernels, o["type"], None) or getattr(kernel_module, o["type"])
+                    args[k] = cls(**o.get("vals", {}), **{f: bufs[b] for f, b in o.get("bufs", {}).items()})
                 launcher(dl, **args, **op.get("vals", {}))
         write_buffer(gpu, step, 0, struct.pack("<4I", 0, run["pos"], run["pos"] + 1, 0))
         dl.submit(gpu)
@@ -161,10 +164,11 @@ def gdn_case(plan, rng, expect, shape_index):
         inputs[pos] = x
         plan.data(f"{tag}_dn{t}", np.concatenate([gates, np.zeros(4), x]))
         op = {"op": "gdn_conv_recurrent",
-              "bufs": {"dn": f"{tag}_dn{t}", "conv_w": tag + "_conv_w", "window": tag + "_window",
-                       "dt_bias": tag + "_dt", "ssm_a": tag + "_a", "state": tag + "_state", "out": tag + "_out"},
-              "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "kernel_size": K,
-                       "x_base": xb}}
+              "bufs": {"dn": f"{tag}_dn{t}", "window": tag + "_window", "state": tag + "_state", "out": tag + "_out"},
+              "objs": {"weights": {"type": "GdnWeights", "bufs": {"conv": tag + "_conv_w", "dt_bias": tag + "_dt",
+                                                                  "a": tag + "_a"}},
+                       "shape": {"type": "GdnShape", "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv,
+                                                              "eps": EPS, "kernel_size": K, "x_base": xb}}}}
         run = plan.run(pos, [op], [tag + "_out", tag + "_state", tag + "_window"])
         o, window = reference_gdn_step(x, gates, window, conv_w, dt, a, state, nk, dk, dv)
         # the GPU keeps S key-major ([head][key i][value j]) and the conv's inputs in a ring (position q in slot q % K)
@@ -178,8 +182,10 @@ def norm_and_gate_cases(plan, rng, expect):
     w = (1 + 0.1 * rng.standard_normal(dv)).astype(np.float32)
     z = rng.standard_normal(zb + nv * dv).astype(np.float32) * 2
     plan.data("gn_o", o), plan.data("gn_w", w), plan.data("gn_z", z), plan.zeros("gn_y", nv * dv)
+    shape = {"type": "GdnShape", "vals": {"n_k_heads": nv, "n_v_heads": nv, "dk": dv, "dv": dv, "eps": EPS,
+                                          "kernel_size": 4, "z_base": zb}}
     run = plan.run(3, [{"op": "gdn_gated_norm", "bufs": {"o": "gn_o", "norm_w": "gn_w", "z": "gn_z", "y": "gn_y"},
-                        "vals": {"n_heads": nv, "dv": dv, "eps": EPS, "z_base": zb}}], ["gn_y"])
+                        "objs": {"shape": shape}}], ["gn_y"])
     ref = layers.rms_norm(o.reshape(nv, dv).astype(np.float64), w, EPS) * layers.silu(z[zb:].reshape(nv, dv))
     expect[("gated_norm", run)] = ref.ravel()
 
@@ -232,7 +238,9 @@ def fused_product_cases(plan, rng, expect):
             {"op": "gated_norm_product", "mats": {"w": mat},
              "bufs": {"o": tag + "_o", "norm_w": tag + "_nw", "z": tag + "_z", "scratch": tag + "_scratch",
                       "y": tag + "_y"},
-             "vals": {"n_heads": nh, "dv": hd, "eps": EPS, "z_base": zb, "label": f"linear_attn_out-{n}"}},
+             "objs": {"shape": {"type": "GdnShape", "vals": {"n_k_heads": nh, "n_v_heads": nh, "dk": hd, "dv": hd,
+                                                             "eps": EPS, "kernel_size": 4, "z_base": zb}}},
+             "vals": {"label": f"linear_attn_out-{n}"}},
             {"op": "gated_output_product", "mats": {"w": mat},
              "bufs": {"attn": tag + "_attn", "qg": tag + "_qg", "y": tag + "_y2"},
              "vals": {"n_head": nh, "hd": hd, "label": f"attn_output-{n}"}},
@@ -280,11 +288,13 @@ def pregated_case(plan, rng, expect, index):
         plan.data(f"{tag}_y{t}", y0)
         run = plan.run(t, [
             {"op": "gdn_conv_recurrent",
-             "bufs": {"dn": f"{tag}_dn{t}", "conv_w": tag + "_conv_w", "window": tag + "_window",
-                      "dt_bias": tag + "_dt", "ssm_a": tag + "_a", "state": tag + "_state", "out": tag + "_out",
-                      "norm_w": tag + "_nw", "sq_parts": tag + "_sq"},
-             "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv, "eps": EPS, "kernel_size": K,
-                      "x_base": xb, "z_base": zb}},
+             "bufs": {"dn": f"{tag}_dn{t}", "window": tag + "_window", "state": tag + "_state",
+                      "out": tag + "_out", "sq_parts": tag + "_sq"},
+             "objs": {"weights": {"type": "GdnWeights", "bufs": {"conv": tag + "_conv_w", "dt_bias": tag + "_dt",
+                                                                 "a": tag + "_a", "norm": tag + "_nw"}},
+                      "shape": {"type": "GdnShape", "vals": {"n_k_heads": nk, "n_v_heads": nv, "dk": dk, "dv": dv,
+                                                             "eps": EPS, "kernel_size": K, "x_base": xb,
+                                                             "z_base": zb}}}},
             {"op": "pregated_norm_product", "mats": {"w": mat},
              "bufs": {"o_pre": tag + "_out", "sq_parts": tag + "_sq", "y": f"{tag}_y{t}"},
              "vals": {"dv": dv, "eps": EPS, "label": f"linear_attn_out-{index}"}},
@@ -310,8 +320,10 @@ def rope_append_case(plan, rng, expect):
     run = plan.run(pos, [
         {"op": "kern.qk_rope_append",
          "bufs": {"x": "ra_x", "q": "ra_q", "q_norm": "ra_qn", "k_norm": "ra_kn", "k_cache": "ra_k", "v_cache": "ra_v"},
-         "vals": {"n_head": nh, "n_kv_head": nkv, "hd": hd, "n_rot": n_rot, "eps": EPS, "base": 10000.0,
-                  "q_stride": 2 * hd, "k_base": k_base, "v_base": v_base}},
+         "objs": {"shape": {"type": "DecodeAttentionShape",
+                            "vals": {"n_head": nh, "n_head_kv": nkv, "head_dim": hd, "scale": hd ** -0.5,
+                                     "n_rot": n_rot, "eps": EPS, "rope_base": 10000.0, "q_stride": 2 * hd,
+                                     "k_base": k_base, "v_base": v_base}}}},
     ], ["ra_q", "ra_k", "ra_v"])
     f = lambda a: a.astype(np.float64)  # noqa: E731
     q = layers.rms_norm(f(x[:k_base]).reshape(nh, 2 * hd)[:, :hd], qn, EPS)

@@ -114,37 +114,42 @@ def test_decode_launchers(gpu_modules):
     for fmt in ("q8", "f32"):
         w = _matrix(m, fmt, 96, 128)
         kern.matvec(dl, w, b(), b(), accumulate=True)
-        kern.matvec(dl, w, b(), b(), norm=(b(), 1e-6), xn_out=b(), argmax_out=b())
-        kern.matvec(dl, w, b(), b(), x_gate=K.InputGate("sgate", b(), 32, 64, 32))
-        kern.matvec(dl, w, b(), b(), x_gate=K.InputGate("gated", b(), 0, 32, 32, norm_w=b(), eps=1e-6))
-        kern.matvec(dl, w, b(), b(), x_gate=K.InputGate("pregated", b(), 0, 4, 32, eps=1e-6))
-        kern.moe_matvec(dl, _matrix(m, fmt, 4 * 96, 128), 96, 2, b(), b(), b(), b(), 0)
+        kern.matvec(dl, w, b(), b(), prep=K.NormedInput(b(), 1e-6, xn_out=b()), argmax_out=b())
+        kern.matvec(dl, w, b(), b(), prep=K.InputGate("sgate", b(), 32, 64, 32))
+        kern.matvec(dl, w, b(), b(), prep=K.InputGate("gated", b(), 0, 32, 32, norm_w=b(), eps=1e-6))
+        kern.matvec(dl, w, b(), b(), prep=K.InputGate("pregated", b(), 0, 4, 32, eps=1e-6))
+        kern.moe_matvec(dl, _matrix(m, fmt, 4 * 96, 128), 96, 2, b(), b(), K.MoeRoute(b(), b(), 0))
     w = _matrix(m, "q8", 96, 128)
-    kern.matvec(dl, w, b(), b(), norm=(b(), 1e-6), xn_out=b(), xq_out=b())
-    kern.matvec(dl, w, b(), b(), x_q8=True)
+    kern.matvec(dl, w, b(), b(), prep=K.NormedInput(b(), 1e-6, xn_out=b(), xq_out=b()))
+    kern.matvec(dl, w, b(), b(), prep=K.Q8_INPUT)
     kern.rmsnorm(dl, b(), b(), b(), 128, 1e-6)
     kern.rmsnorm(dl, b(), b(), b(), 128, 1e-6, xq=b())
     kern.embed(dl, _matrix(m, "q8", 50, 128), b())
-    kern.qk_rope_append(dl, b(), b(), b(), b(), b(), b(), 4, 2, 64, 32, 1e-6, 1e4, 128, 512, 640)
-    kern.attention(dl, b(), b(1 << 20), b(1 << 20), b(), 4, 2, 64, 0.125, n_ctx=512)
-    kern.attention_appending(dl, b(), None, None, b(), b(), b(), 4, 2, 64, 64, 1e-6, 1e4, 64, 256, 384, 0.125,
-                             n_ctx=64)
+    rope = K.DecodeAttentionShape(4, 2, 64, 0.125, n_rot=32, eps=1e-6, rope_base=1e4, q_stride=128, k_base=512,
+                                  v_base=640)
+    kern.qk_rope_append(dl, b(), b(), b(), b(), b(), b(), rope)
+    kern.attention(dl, b(), b(1 << 20), b(1 << 20), b(), K.DecodeAttentionShape(4, 2, 64, 0.125), n_ctx=512)
+    kern.attention_appending(dl, b(), None, None, b(), b(), b(),
+                             K.DecodeAttentionShape(4, 2, 64, 0.125, n_rot=64, eps=1e-6, rope_base=1e4,
+                                                    q_stride=64, k_base=256, v_base=384), n_ctx=64)
     kern.silu_mul(dl, b(), b(), b(), 96)
     kern.add(dl, b(), b(), 96)
     kern.moe_combine(dl, b(), b(), b(), 96, 2)
     kern.router_topk(dl, b(), b(), b(), 16, 4)
     gate, up, down = (_matrix(m, "q8", 4 * 96, 128, n) for n in ("gate", "up", "down"))
-    ff.moe_gate_up(kern, dl, gate, up, 96, 2, b(), b(), b(), b(), 0)
-    ff.moe_route_gate_up(kern, dl, gate, up, 96, 2, b(), b(), b(), 4, b(), 0, shared_slot=3)
+    ff.moe_gate_up(kern, dl, gate, up, ff.DecodeMoeShape(4, 2, 96), b(), b(), K.MoeRoute(b(), b(), 0))
+    ff.moe_route_gate_up(kern, dl, gate, up, ff.DecodeMoeShape(4, 2, 96, shared_slot=3), b(), b(),
+                         K.MoeRoute(b(), b(), 0))
     ff.ffn_gate_up(kern, dl, _matrix(m, "q8", 96, 128), _matrix(m, "q8", 96, 128), b(), b())
-    ff.shexp_down_combine(kern, dl, _matrix(m, "q8", 128, 96), b(), b(), b(), b(), b(), b(), 2)
-    ff.moe_down_combine(kern, dl, _matrix(m, "q8", 4 * 128, 96), 128, 2, b(), b(), 16, 32, b(), 0, b(),
+    ff.shexp_down_combine(kern, dl, _matrix(m, "q8", 128, 96), b(), ff.RoutedOutputs(b(), b(), 2), b(), b(), b())
+    ff.moe_down_combine(kern, dl, _matrix(m, "q8", 4 * 128, 96), 128, 2, b(), K.MoeRoute(b(), b(), 0, 16, 32), b(),
                         shared=(3, 4))
     q = m.qwen35_kernels
-    q.gdn_conv_recurrent(kern, dl, b(), b(), b(), b(), b(), b(), b(), 2, 4, 64, 32, 1e-6, 4, 8)
-    q.gdn_conv_recurrent(kern, dl, b(), b(), b(), b(), b(), b(), b(), 2, 4, 64, 32, 1e-6, 4, 8, norm_w=b(),
-                         z_base=512, sq_parts=b())
-    q.gdn_gated_norm(kern, dl, b(), b(), b(), b(), 4, 32, 1e-6)
+    q.gdn_conv_recurrent(kern, dl, b(), q.GdnWeights(b(), b(), b()), b(), b(), b(),
+                         q.GdnShape(2, 4, 64, 32, 1e-6, 4, x_base=8))
+    q.gdn_conv_recurrent(kern, dl, b(), q.GdnWeights(b(), b(), b(), norm=b()), b(), b(), b(),
+                         q.GdnShape(2, 4, 64, 32, 1e-6, 4, x_base=8, z_base=512), sq_parts=b())
+    q.gdn_gated_norm(kern, dl, b(), b(), b(), b(), q.GdnShape(4, 4, 32, 32, 1e-6, 4))
     q.attn_q_split(kern, dl, b(), b(), 4, 64)
     q.attn_output_gate(kern, dl, b(), b(), 4, 64)
     q.shared_expert_gate(kern, dl, b(), b(), b(), b(), 128)

@@ -1,8 +1,9 @@
 """qwen35moe's per-token plan (the decode step), after llama.cpp src/models/qwen35moe.cpp: per layer the mixer
 (build_layer_attn_linear on recurrent layers, build_layer_attn on the others), then build_layer_ffn."""
-from ...gpu.qwen35_kernels import (gated_norm_product, gated_output_product, gdn_conv_recurrent, pregated_norm_fits,
-                                   pregated_norm_product)
-from ..blocks import build_moe_ffn, build_output, record_products
+from ...gpu.kernels import NormedInput
+from ...gpu.qwen35_kernels import (GdnShape, GdnWeights, gated_norm_product, gated_output_product,
+                                   gdn_conv_recurrent, pregated_norm_fits, pregated_norm_product)
+from ..blocks import build_moe_ffn, build_output, decode_attention_shape, record_products
 
 
 def build_layer_attn(kern, dl, acts, w, i, cfg, cache, kv):
@@ -11,38 +12,42 @@ def build_layer_attn(kern, dl, acts, w, i, cfg, cache, kv):
     which norms and rotates q and k and appends K/V itself (attention_appending), its combine, the output product
     with the gate fused into its staging."""
     c = cfg
-    hd, nh, nkv = c.head_dim, c.n_head, c.n_head_kv
     qkv = acts["attn_in"]  # qg | k | v: the queries and the output gate are read from qg's heads
-    k_base = 2 * nh * hd
-    record_products(kern, dl, w["attn_in"], acts["h"], qkv, i, norm=(w["attn_norm"], c.rms_eps),
-                    xn_out=acts["xn"])
+    record_products(kern, dl, w["attn_in"], acts["h"], qkv, i,
+                    norm=NormedInput(w["attn_norm"], c.rms_eps, xn_out=acts["xn"]))
     kern.attention_appending(dl, qkv, w["attn_q_norm"], w["attn_k_norm"], cache.k[kv], cache.v[kv], acts["attn"],
-                             nh, nkv, hd, c.n_rot, c.rms_eps, c.rope_base, 2 * hd, k_base, k_base + nkv * hd,
-                             hd ** -0.5, label=f"attn_pregate-{i}")
-    gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, nh, hd, acts["h"], label=f"attn_output-{i}")
+                             decode_attention_shape(c, 2 * c.head_dim), label=f"attn_pregate-{i}")
+    gated_output_product(kern, dl, w["attn_output"], acts["attn"], qkv, c.n_head, c.head_dim, acts["h"],
+                         label=f"attn_output-{i}")
 
 
 def build_layer_attn_linear(kern, dl, acts, w, i, cfg):
     """h += ssm_out(RMSNorm(delta_rule(l2norm(q), l2norm(k), v)) · ssm_norm · silu(z)) with q|k|v =
     silu(conv(attn_qkv · x)), z = attn_gate · x; beta and the decay from ssm_beta / ssm_alpha · x."""
     c = cfg
-    nv = c.ssm_dt_rank
     dn = acts["dn_in"]  # beta | alpha | qkv | z
-    record_products(kern, dl, w["dn_in"], acts["h"], dn, i, norm=(w["attn_norm"], c.rms_eps),
-                    xn_out=acts["xn"])
-    z_base = 2 * nv + c.conv_channels
+    record_products(kern, dl, w["dn_in"], acts["h"], dn, i,
+                    norm=NormedInput(w["attn_norm"], c.rms_eps, xn_out=acts["xn"]))
+    shape = decode_gdn_shape(c)
     # the gated norm's per-value factors and sums in the recurrence where the output product can finish it
     pre = pregated_norm_fits(kern, w["ssm_out"], c.head_v_dim)
-    gdn_conv_recurrent(kern, dl, dn, w["ssm_conv1d"], acts[f"conv_window.{i}"], w["ssm_dt"], w["ssm_a"],
-                       acts[f"ssm_state.{i}"], acts["delta_out"], c.ssm_n_group, nv, c.ssm_d_state, c.head_v_dim,
-                       c.rms_eps, c.ssm_conv_kernel, 2 * nv, label=f"attn_output-{i}",
-                       norm_w=w["ssm_norm"], z_base=z_base, sq_parts=acts["delta_sq"] if pre else None)
+    gdn_conv_recurrent(kern, dl, dn, GdnWeights(w["ssm_conv1d"], w["ssm_dt"], w["ssm_a"], w["ssm_norm"]),
+                       acts[f"conv_window.{i}"], acts[f"ssm_state.{i}"], acts["delta_out"], shape,
+                       label=f"attn_output-{i}", sq_parts=acts["delta_sq"] if pre else None)
     if pre:
         pregated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], acts["delta_sq"], c.head_v_dim,
                               c.rms_eps, acts["h"], label=f"linear_attn_out-{i}")
     else:
         gated_norm_product(kern, dl, w["ssm_out"], acts["delta_out"], w["ssm_norm"], dn, acts["delta_normed"],
-                           nv, c.head_v_dim, c.rms_eps, acts["h"], z_base=z_base, label=f"linear_attn_out-{i}")
+                           acts["h"], shape, label=f"linear_attn_out-{i}")
+
+
+def decode_gdn_shape(cfg) -> GdnShape:
+    """The DeltaNet layers' shape from the model's config: the input products leave beta | alpha (ssm_dt_rank
+    each), then q | k | v (conv_channels), then z."""
+    nv = cfg.ssm_dt_rank
+    return GdnShape(cfg.ssm_n_group, nv, cfg.ssm_d_state, cfg.head_v_dim, cfg.rms_eps, cfg.ssm_conv_kernel,
+                    x_base=2 * nv, z_base=2 * nv + cfg.conv_channels)
 
 
 def build_layer_ffn(kern, dl, acts, w, i, cfg, slot_map):

@@ -2,7 +2,7 @@
 through each layer together (models/chunk_blocks.py; the DeltaNet conv and recurrence sequential in the chunk's
 rows inside their dispatches)."""
 from ...gpu.chunk_shapes import DeltaNetShape, GemmRows
-from ...gpu.qwen35_kernels import attn_output_gate, attn_q_split, gdn_gated_norm
+from ...gpu.qwen35_kernels import GdnShape, attn_output_gate, attn_q_split, gdn_gated_norm
 from ..chunk_blocks import build_attn_kqv, build_moe_ffn, neighbour_gemms
 
 
@@ -43,8 +43,9 @@ def build_layer_attn_linear(ck, dl, b, w, cfg, window, state, i, xq=None):
     ck.gdn_recurrent(dl, b["qkv_conv"], b["ssm_gates"], (w["ssm_dt"], w["ssm_a"]), state, b["delta_out"],
                      b["gdn_qk"], DeltaNetShape.of(cfg), labels=(f"attn_output-{i}", f"delta_net_qk-{i}"))
     # the rows' heads are contiguous (row t head h at (t·nv + h)·dv in o, z and y): one dispatch over T·nv heads
-    gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"], nv * ck.T, dv,
-                   cfg.rms_eps, label=f"final_output-{i}")
+    gdn_gated_norm(ck.kern, dl, b["delta_out"], w["ssm_norm"], b["z"], b["delta_normed"],
+                   GdnShape(cfg.ssm_n_group, nv, cfg.ssm_d_state, dv, cfg.rms_eps, cfg.ssm_conv_kernel),
+                   n_heads=nv * ck.T, label=f"final_output-{i}")
     ck.gemm_quantised(dl, w["ssm_out"], b["delta_normed"], xq, b["h"], e, accumulate=True,
                       label=f"linear_attn_out-{i}")
 
