@@ -12,6 +12,7 @@ export const DEFAULTS = Object.freeze({
   nCtx: 4096,
   kv: 'f16',
   loadPath: 'store', // 'store': into this browser's model store (OPFS), experts paged from it; 'direct': into memory
+  cpuWorkers: 0, // the store path's CPU expert tier: workers computing missed experts on the CPU; 0 = off
   thinking: true,
   maxTokens: 512,
   // Qwen3's recommended sampling for thinking mode; temperature 0 = greedy
@@ -29,6 +30,7 @@ const CHECKS = {
   nCtx: (v) => Number.isInteger(v) && v >= 16 && v <= 1 << 20,
   kv: (v) => v === 'f16' || v === 'f32',
   loadPath: (v) => v === 'store' || v === 'direct',
+  cpuWorkers: (v) => Number.isInteger(v) && v >= 0 && v <= 64,
   thinking: (v) => typeof v === 'boolean',
   maxTokens: (v) => Number.isInteger(v) && v >= 1 && v <= 1 << 20,
   temperature: (v) => Number.isFinite(v) && v >= 0 && v <= 5,
@@ -94,5 +96,6 @@ export function samplingFrom(s) {
 }
 
 export function loadOptionsFrom(s, fallbackBudgetMiB) {
-  return { budget_bytes: Math.round((s.budgetMiB ?? fallbackBudgetMiB) * MIB), n_ctx: s.nCtx, kv: s.kv, path: s.loadPath };
+  return { budget_bytes: Math.round((s.budgetMiB ?? fallbackBudgetMiB) * MIB), n_ctx: s.nCtx, kv: s.kv, path: s.loadPath,
+    cpu_tier: s.cpuWorkers };
 }

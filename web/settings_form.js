@@ -8,6 +8,7 @@ export function showSettings(s, fallbackBudgetMiB) {
   $('set-ctx').value = String(s.nCtx);
   $('set-kv').value = s.kv;
   $('set-path').value = s.loadPath;
+  $('set-cpu-workers').value = String(s.cpuWorkers);
   $('set-thinking').checked = s.thinking;
   $('set-max-tokens').value = String(s.maxTokens);
   $('set-temperature').value = String(s.temperature);
@@ -27,6 +28,7 @@ export function bindSettings(onChange) {
     ['set-ctx', 'nCtx', int],
     ['set-kv', 'kv', (n) => n.value],
     ['set-path', 'loadPath', (n) => n.value],
+    ['set-cpu-workers', 'cpuWorkers', int],
     ['set-thinking', 'thinking', (n) => n.checked],
     ['set-max-tokens', 'maxTokens', int],
     ['set-temperature', 'temperature', num],

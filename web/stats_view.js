@@ -1,5 +1,6 @@
 // The figures of a reply: the live line while it streams (tokens so far and tokens/s), the stats line after it,
-// and the per-message line under each answer (prefill, decode, first token, hit rate, bytes read).
+// and the per-message line under each answer (prefill, decode, first token, hit rate, bytes read,
+// the CPU's share of misses and the read and upload rates).
 
 import { formatBytes, formatRate, formatSeconds } from './format.js';
 
@@ -42,6 +43,16 @@ function hitRate(s) {
   return s.experts === 'resident' ? 'all resident' : '—';
 }
 
+// The miss path's figures when experts stream: the share of misses computed on the CPU (with the CPU tier on) and
+// the rates of the record reads and the GPU uploads.
+function streamedParts(s) {
+  const parts = [];
+  if (Number.isFinite(s.cpu_share_of_misses)) parts.push(`CPU ${(100 * s.cpu_share_of_misses).toFixed(1)} % of misses`);
+  if (Number.isFinite(s.read_bytes_per_s)) parts.push(`read ${formatBytes(s.read_bytes_per_s)}/s`);
+  if (Number.isFinite(s.upload_bytes_per_s)) parts.push(`upload ${formatBytes(s.upload_bytes_per_s)}/s`);
+  return parts;
+}
+
 // The stats line under the chat: the last reply on the loaded model.
 export function meterText(s) {
   if (!s) return '';
@@ -52,6 +63,7 @@ export function meterText(s) {
     `GPU ${formatBytes(s.gpu_bytes)}`,
     `experts ${hitRate(s)}`,
     `read/token ${Number.isFinite(s.bytes_read_per_token) ? formatBytes(s.bytes_read_per_token) : '—'}`,
+    ...streamedParts(s),
     `context ${s.n_cached}/${s.n_ctx}`,
   ].join(' · ');
 }
@@ -67,5 +79,6 @@ export function messageStatsText(s) {
     `experts ${hitRate(s)}`,
   ];
   if (Number.isFinite(s.bytes_read_per_token)) parts.push(`${formatBytes(s.bytes_read_per_token)} read/token`);
+  parts.push(...streamedParts(s));
   return parts.join(' · ');
 }

@@ -49,6 +49,7 @@ class Session:
         self._loading = False
         self.last = None  # the last reply's stats
         self._pipeline_specs = None  # the running Load's list of pipelines to compile first (gpu_setup.py)
+        self._cpu_workers = 0  # the running Load's CPU expert workers (store path; 0: off)
         self._setup_info = None
         self.replies = 0
 
@@ -104,7 +105,8 @@ class Session:
 
     async def load(self, source: dict, options: dict = None, progress=no_progress) -> dict:
         """Load a model. source: {kind: 'served' | 'url' | 'file' | 'stored' | 'path', name | url | file | path};
-        options: {budget_bytes, n_ctx, kv: 'f16' | 'f32', path: 'store' | 'direct'}. Progress events:
+        options: {budget_bytes, n_ctx, kv: 'f16' | 'f32', path: 'store' | 'direct', cpu_tier: CPU expert workers
+        of the store path (0: off)}. Progress events:
         {stage: 'header' | 'verify' | 'download' | 'stored' | 'gpu' | 'ready', message, bytes, total, rate, eta}
         ('stored': the store already held it complete, nothing was downloaded)."""
         options = dict(options or {})
@@ -116,6 +118,7 @@ class Session:
         n_ctx = int(options.get("n_ctx") or DEFAULT_N_CTX)
         kv = options.get("kv") or "f16"
         budget = options.get("budget_bytes")
+        cpu_workers = options.get("cpu_tier") or 0
         mode = "store" if source.get("kind") == "stored" else options.get("path") or (
             "store" if self.storage() is not None else "direct")
         if n_ctx < 16:
@@ -124,8 +127,11 @@ class Session:
             raise ValueError(f"KV cache format {kv!r}: use f16 or f32")
         if mode not in ("store", "direct"):
             raise ValueError(f"load path {mode!r}: use 'store' or 'direct'")
+        if not isinstance(cpu_workers, int) or not 0 <= cpu_workers <= 64:
+            raise ValueError(f"CPU expert workers {cpu_workers!r}: use a whole number from 0 (off) to 64")
         self._loading = True
         self._pipeline_specs = options.get("pipeline_specs")
+        self._cpu_workers = cpu_workers
         t0 = time.perf_counter()
         try:
             # the loaded model stays until the new one has passed every check that needs no GPU (header, tokenizer,
@@ -229,7 +235,8 @@ class Session:
                                          expected_sha256=source.get("sha256") or None)
         self._drop_model()  # the GPU memory goes to the new model from here
         gpu = await self._gpu_setup(progress)
-        header, decoder = await store_load.open_stored(storage, folder, gpu, self.pipelines, n_ctx, kv, budget)
+        header, decoder = await store_load.open_stored(storage, folder, gpu, self.pipelines, n_ctx, kv, budget,
+                                                       cpu_tier=self._cpu_workers)
         return name, header, decoder
 
     async def _gpu_setup(self, progress):
@@ -324,6 +331,7 @@ class Session:
                 "bytes_read_per_token": streamer.get("bytes_per_token") if streamed else None,
                 # reads of missed records in flight at once: the browser's reader workers (store_load.parallel_reader)
                 "expert_read_workers": len(readers.workers) if streamed and readers is not None else None,
+                **streamed_rates(d, streamer if streamed else None),
                 "n_cached": m.backend.n_cached, "n_ctx": m.backend.n_ctx}
 
     def stats(self) -> dict:
@@ -334,6 +342,21 @@ class Session:
         m = self.model
         return {"loaded": m.name, "arch": m.arch, "model": m.load_info, "last": self.last,
                 "replies": self.replies, "generating": self._abort is not None, **self._gpu_stats(m)}
+
+
+def streamed_rates(summary: dict, streamer) -> dict:
+    """The miss path's figures since the load: the share of misses computed on the CPU (None: the tier is off) and
+    the rates of the record reads (the streamer's and the CPU tier's) and of the GPU uploads, in bytes a second of
+    the time spent in each (reads in flight at once each count their own time)."""
+    if streamer is None:
+        return {"cpu_share_of_misses": None, "read_bytes_per_s": None, "upload_bytes_per_s": None}
+    tier = summary.get("cpu_tier")
+    read_bytes = streamer.get("bytes_read", 0) + (tier["bytes_read"] if tier else 0)
+    read_ms = streamer.get("read_ms", 0.0) + (tier["read_ms"] if tier else 0.0)
+    upload_ms = streamer.get("upload_ms", 0.0)  # every record the streamer read is uploaded into its slot
+    return {"cpu_share_of_misses": tier["share_of_misses"] if tier else None,
+            "read_bytes_per_s": read_bytes / (read_ms / 1e3) if read_ms > 0 else None,
+            "upload_bytes_per_s": streamer.get("bytes_read", 0) / (upload_ms / 1e3) if upload_ms > 0 else None}
 
 
 def unsupported(name, err) -> BadModelFile:

@@ -92,3 +92,23 @@ def test_a_list_the_browser_refuses_falls_back_to_compiling_as_it_goes():
 
     assert asyncio.run(gpu_setup.set_up_pipelines(gpu_setup.ReportingPipelines(Refusing()), [["renamed", {}]],
                                                   lambda e: None)) == 0
+
+
+def test_streamed_rates_count_the_cpu_tier_reads_and_say_nothing_without_a_streamed_pool():
+    from py_engine.app.session import streamed_rates
+    streamer = {"bytes_read": 3_000_000, "read_ms": 1000.0, "upload_ms": 500.0}
+    tier = {"share_of_misses": 0.25, "bytes_read": 1_000_000, "read_ms": 1000.0}
+    assert streamed_rates({"cpu_tier": tier}, streamer) == {
+        "cpu_share_of_misses": 0.25, "read_bytes_per_s": 2_000_000, "upload_bytes_per_s": 6_000_000}
+    # the tier off: no share; nothing timed yet: no rate
+    assert streamed_rates({"cpu_tier": None}, {"bytes_read": 0, "read_ms": 0.0, "upload_ms": 0.0}) == {
+        "cpu_share_of_misses": None, "read_bytes_per_s": None, "upload_bytes_per_s": None}
+    assert streamed_rates({}, None)["read_bytes_per_s"] is None
+
+
+def test_a_load_refuses_a_bad_cpu_worker_count_in_words():
+    import pytest
+
+    from py_engine.app.session import Session
+    with pytest.raises(ValueError, match="CPU expert workers -1: use a whole number from 0"):
+        asyncio.run(Session().load({"kind": "served", "name": "m.gguf"}, {"cpu_tier": -1}))
