@@ -1,0 +1,42 @@
+"""Bytes of weights on their way to the GPU, for a Load's progress ("uploading weights: X MB of Y MB").
+
+The loaders (gpu_weights.py, store_weights.py, expert_pool.py `load_all`) add what each write moved; the meter tells
+`report(done, total)` at most once per `interval` seconds (the page redraws a few times a second, a message per
+write would be thousands) and always when the last byte is in. Only the load uses it: the token loop never does.
+"""
+import time
+
+REPORT_INTERVAL = 0.1  # at most ~10 events a second reach the page
+
+
+class UploadMeter:
+    def __init__(self, report, total: int, interval: float = REPORT_INTERVAL, clock=time.perf_counter):
+        self.report, self.total = report, int(total)
+        self.interval, self.clock = interval, clock
+        self.done = 0
+        self.reports = 0
+        self._last_at = None
+        self._last_done = None
+
+    def add(self, nbytes: int):
+        self.done += int(nbytes)
+        now = self.clock()
+        if self.done >= self.total or self._last_at is None or now - self._last_at >= self.interval:
+            self._tell(now)
+
+    def finish(self):
+        """The upload is over: report the final figures unless they were the last ones told."""
+        if self._last_done != self.done:
+            self._tell(self.clock())
+
+    def _tell(self, now):
+        if self._last_done == self.done:  # nothing new since the last report
+            return
+        self._last_at, self._last_done = now, self.done
+        self.reports += 1
+        self.report(self.done, self.total)
+
+
+def meter_for(report, total: int):
+    """An UploadMeter when someone listens (`report` not None), else None: loaders skip the counting."""
+    return UploadMeter(report, total) if report is not None else None
