@@ -98,14 +98,12 @@ def compiling_reporter(progress):
 
 class WeightsReporter:
     """The decoder's upload_progress (py_engine/engine/upload_meter.py): each (done, total) becomes the page's
-    "uploading weights" step with bytes / total; the last figures are kept for the load info."""
+    "uploading weights" step with bytes / total."""
 
     def __init__(self, progress):
         self.progress = progress
-        self.done = self.total = 0
 
     def __call__(self, done, total):
-        self.done, self.total = done, total
         self.progress({"stage": "gpu", "step": "weights", "message": "uploading weights", "bytes": done,
                        "total": total})
         if done >= total:  # the next wait (pipelines compiled as the token is recorded) is told by compiling_reporter

@@ -50,7 +50,7 @@ class Session:
         self.last = None  # the last reply's stats
         self._pipeline_specs = None  # the running Load's list of pipelines to compile first (gpu_setup.py)
         self._setup_info = None
-        self._weights_reporter = None  # the running Load's weights upload figures (gpu_setup.WeightsReporter)
+        self._weights_reporter = None  # tells the running Load's weights upload to the page (gpu_setup.py)
         self.replies = 0
 
     # --- the device -----------------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ class Session:
                                "pool": plan.to_dict() if plan is not None else None,
                                "load_seconds": time.perf_counter() - t0,
                                "gpu_setup": dict(self._setup_info or {}, pipelines_compiled=self.pipelines.compiled,
-                                                 weights_uploaded=self._weights_reporter.done),
+                                                 weights_bytes=decoder.stats.get("weights_bytes")),
                                "pipeline_specs": self.pipelines.specs(),
                                "adapter": self.gpu.info.get("description") or self.gpu.info.get("vendor")}
             self.model = model
