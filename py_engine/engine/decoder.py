@@ -115,7 +115,8 @@ class Decoder:
         track_errors(gpu)
         pipelines = pipelines or Pipelines(gpu)
         source = FileWeightSource(path)
-        # every tensor of the file goes to the GPU, in as many bytes (a Q8_0 block's 34 split into codes and scales)
+        # about every tensor of the file goes to the GPU, in as many bytes (a Q8_0 block's 34 split into codes and
+        # scales): the meter's estimated total (upload_meter.py)
         meter = meter_for(opts.upload_progress, sum(t.nbytes for t in header.tensors_by_name.values()))
         loader = WeightLoader(gpu, header, source, meter=meter)
         async with GpuErrorScope(gpu, f"loading {path}"):

@@ -55,7 +55,7 @@ def uploads(fixture_models, tmp_path_factory):
 def _check_told(told, total):
     assert told, "no upload progress was told"
     assert told[-1] == [total, total]
-    assert all(t == total for _, t in told)
+    assert all(t == total for _, t in told)  # known from the start: the file's tensors or the store's plan
     done = [d for d, _ in told]
     assert done == sorted(set(done)) and done[0] > 0
 

@@ -36,10 +36,32 @@ def test_finish_tells_a_short_upload_once():
     meter = UploadMeter(lambda done, of: told.append((done, of)), 300, clock=clock)
     meter.add(100)
     meter.add(100)  # within the interval: not told
+    meter.add(100)  # the last byte: told at once
+    meter.finish()  # nothing new: not told again
+    assert told == [(100, 300), (300, 300)]
+    told.clear()
+    meter = UploadMeter(lambda done, of: told.append((done, of)), 300, clock=clock)
+    meter.add(100)
+    meter.add(100)
     meter.finish()
     meter.finish()
-    assert told == [(100, 300), (200, 300)]
+    assert told == [(100, 300), (200, 200)]
     assert meter_for(None, 300) is None  # nobody listens: the loaders skip the counting
+
+
+def test_an_estimated_total_follows_what_was_uploaded():
+    clock, told = Clock(), []
+    meter = UploadMeter(lambda done, of: told.append((done, of)), 300, clock=clock)
+    meter.add(250)
+    clock.now += 1
+    meter.add(100)  # a tensor uploaded twice: past the estimate, the total follows
+    meter.finish()
+    assert told == [(250, 300), (350, 350)]
+    told.clear()
+    meter = UploadMeter(lambda done, of: told.append((done, of)), 300, clock=clock)
+    meter.add(250)
+    meter.finish()  # a tensor never uploaded: the last figure says what was
+    assert told == [(250, 300), (250, 250)]
 
 
 def test_reporter_events_for_the_page():
