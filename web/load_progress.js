@@ -1,6 +1,6 @@
 // A Load's progress under the model picker: the bar and a line saying what is happening — bytes, rate and time
-// left while a model downloads; during the GPU set-up the step with its count (kernels n of N) and the time it has
-// taken so far, ticking, since that step can take tens of seconds on a software adapter.
+// left while a model downloads; during the GPU set-up the step with its count (kernels n of N, weights MB of MB) and
+// the time it has taken so far, ticking, since that step can take tens of seconds on a software adapter.
 //
 // Also the per-model memory of which GPU pipelines a Load used (py_engine/app/gpu_setup.py): sent with the next
 // Load of the same model, which then compiles them all at once and can count them.
@@ -38,10 +38,13 @@ export class LoadProgress {
     $('load-progress').hidden = false;
     const bar = $('load-bar');
     const text = [];
-    if (ev.message) text.push(ev.message);
-    if (Number.isFinite(ev.total) && ev.total > 0 && Number.isFinite(ev.bytes)) {
+    const hasBytes = Number.isFinite(ev.total) && ev.total > 0 && Number.isFinite(ev.bytes);
+    const ofBytes = hasBytes ? `${formatBytes(ev.bytes)} of ${formatBytes(ev.total)}` : '';
+    if (ev.stage === 'gpu' && hasBytes) text.push(`${ev.message}: ${ofBytes}`); // "uploading weights: X MB of Y MB"
+    else if (ev.message) text.push(ev.message);
+    if (hasBytes) {
       bar.value = Math.min(1, ev.bytes / ev.total);
-      text.push(`${formatBytes(ev.bytes)} of ${formatBytes(ev.total)}`);
+      if (ev.stage !== 'gpu') text.push(ofBytes);
     } else if (Number.isFinite(ev.total_steps) && ev.total_steps > 0) {
       bar.value = Math.min(1, ev.done / ev.total_steps);
     } else {

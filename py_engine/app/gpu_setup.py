@@ -3,8 +3,9 @@ small model) is compiling the compute pipelines, then uploading the weights and 
 
 `ReportingPipelines` reports every pipeline it compiles and records which ones a model used; the page keeps that
 list per model and sends it with the next Load (`pipeline_specs`), which then compiles them all at once through
-createComputePipelineAsync and can say "n of N". Events: {stage: 'gpu', step: 'device' | 'pipelines' | 'weights',
-message, done, total_steps} (total_steps None while unknown).
+createComputePipelineAsync and can say "n of N". Events: {stage: 'gpu', step: 'device' | 'pipelines' | 'weights' |
+'record', message, done, total_steps} (total_steps None while unknown); 'weights' carries bytes / total as they
+reach the GPU (`WeightsReporter`, at most ~10 a second).
 """
 MAX_SPECS = 512  # more than any model here uses: a longer list is not one this page sent
 
@@ -93,3 +94,17 @@ def compiling_reporter(progress):
         progress({"stage": "gpu", "step": "pipelines", "message": f"compiling GPU kernels: {count} so far",
                   "done": count, "total_steps": None})
     return on_compiled
+
+
+class WeightsReporter:
+    """The decoder's upload_progress (py_engine/engine/upload_meter.py): each (done, total) becomes the page's
+    "uploading weights" step with bytes / total."""
+
+    def __init__(self, progress):
+        self.progress = progress
+
+    def __call__(self, done, total):
+        self.progress({"stage": "gpu", "step": "weights", "message": "uploading weights", "bytes": done,
+                       "total": total})
+        if done >= total:  # the next wait (pipelines compiled as the token is recorded) is told by compiling_reporter
+            self.progress({"stage": "gpu", "step": "record", "message": "recording the token's GPU commands"})

@@ -51,6 +51,7 @@ class Session:
         self._pipeline_specs = None  # the running Load's list of pipelines to compile first (gpu_setup.py)
         self._cpu_workers = 0  # the running Load's CPU expert workers (store path; 0: off)
         self._setup_info = None
+        self._weights_reporter = None  # tells the running Load's weights upload to the page (gpu_setup.py)
         self.replies = 0
 
     # --- the device -----------------------------------------------------------------------------------------------
@@ -149,7 +150,8 @@ class Session:
                                "experts": ("resident" if plan is None or plan.full else "streamed"),
                                "pool": plan.to_dict() if plan is not None else None,
                                "load_seconds": time.perf_counter() - t0,
-                               "gpu_setup": dict(self._setup_info or {}, pipelines_compiled=self.pipelines.compiled),
+                               "gpu_setup": dict(self._setup_info or {}, pipelines_compiled=self.pipelines.compiled,
+                                                 weights_bytes=decoder.stats.get("weights_bytes")),
                                "pipeline_specs": self.pipelines.specs(),
                                "adapter": self.gpu.info.get("description") or self.gpu.info.get("vendor")}
             self.model = model
@@ -194,7 +196,8 @@ class Session:
         try:
             self._drop_model()  # the GPU memory goes to the new model from here
             gpu = await self._gpu_setup(progress)
-            decoder = await Decoder.open(path, gpu, self.pipelines, n_ctx=n_ctx, kv_format=kv)
+            decoder = await Decoder.open(path, gpu, self.pipelines, n_ctx=n_ctx, kv_format=kv,
+                                         upload_progress=self._weights_reporter)
         finally:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)  # every weight is on the GPU now: free the wasm memory
@@ -236,21 +239,22 @@ class Session:
         self._drop_model()  # the GPU memory goes to the new model from here
         gpu = await self._gpu_setup(progress)
         header, decoder = await store_load.open_stored(storage, folder, gpu, self.pipelines, n_ctx, kv, budget,
-                                                       cpu_tier=self._cpu_workers)
+                                                       cpu_tier=self._cpu_workers,
+                                                       upload_progress=self._weights_reporter)
         return name, header, decoder
 
     async def _gpu_setup(self, progress):
         """The device, then the pipelines a previous Load of this model used (compiled in parallel); the decoder's
         own set-up reports each pipeline it still compiles (gpu_setup.py)."""
-        from .gpu_setup import compiling_reporter, set_up_pipelines
+        from .gpu_setup import WeightsReporter, compiling_reporter, set_up_pipelines
 
         progress({"stage": "gpu", "step": "device", "message": "opening the GPU"})
         gpu = await self._gpu()
         t0 = time.perf_counter()
         prepared = await set_up_pipelines(self.pipelines, self._pipeline_specs, progress)
         self._setup_info = {"pipelines_prepared": prepared, "prepare_seconds": time.perf_counter() - t0}
-        progress({"stage": "gpu", "step": "weights",
-                  "message": "uploading the weights and recording the token's GPU commands"})
+        progress({"stage": "gpu", "step": "weights", "message": "uploading weights"})
+        self._weights_reporter = WeightsReporter(progress)
         self.pipelines.begin(compiling_reporter(progress))
         return gpu
 

@@ -60,9 +60,10 @@ def stored_progress(progress, manifest=None):
     progress(event)
 
 
-async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget, cpu_tier=0):
+async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget, cpu_tier=0, upload_progress=None):
     """(header, StoreDecoder) of a complete model folder; a budget below the model's minimum raises BudgetTooSmall.
-    `cpu_tier`: workers of the CPU expert tier (0: off), used when the pool cannot hold every expert."""
+    `cpu_tier`: workers of the CPU expert tier (0: off), used when the pool cannot hold every expert;
+    `upload_progress(done, total)`: told as the weights reach the GPU (StoreOptions.upload_progress)."""
     from ..engine import budget as engine_budget
     from ..engine.store_decoder import StoreDecoder
     from ..engine.store_weights import StoreNotReady, open_store
@@ -80,7 +81,8 @@ async def open_stored(storage, folder, gpu, pipelines, n_ctx, kv, budget, cpu_ti
         # layer's experts and their reads start while the current layer's demand loads (docs/engine.md)
         dec = await StoreDecoder.open_store(sink, gpu, pipelines, n_ctx=n_ctx, kv_format=kv,
                                             budget_bytes=int(budget) if budget is not None else None,
-                                            prefetch_depth=1, reader=reader, cpu_tier=int(cpu_tier or 0))
+                                            prefetch_depth=1, reader=reader, cpu_tier=int(cpu_tier or 0),
+                                            upload_progress=upload_progress)
     except BaseException as e:
         if reader is not None:
             reader.release()

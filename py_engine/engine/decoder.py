@@ -23,6 +23,7 @@ from .checkpoints import StateCheckpoints, state_buffers
 from .gpu_weights import WeightLoader
 from ..gpu.chunk_kernels import FEW_PICKS
 from .options import DecodeOptions
+from .upload_meter import meter_for
 from .prefill import Prefill
 from .weight_source import FileWeightSource
 
@@ -114,9 +115,14 @@ class Decoder:
         track_errors(gpu)
         pipelines = pipelines or Pipelines(gpu)
         source = FileWeightSource(path)
-        loader = WeightLoader(gpu, header, source)
+        # about every tensor of the file goes to the GPU, in as many bytes (a Q8_0 block's 34 split into codes and
+        # scales): the meter's estimated total (upload_meter.py)
+        meter = meter_for(opts.upload_progress, sum(t.nbytes for t in header.tensors_by_name.values()))
+        loader = WeightLoader(gpu, header, source, meter=meter)
         async with GpuErrorScope(gpu, f"loading {path}"):
             model.load(loader)
+            if meter is not None:
+                meter.finish()
             acts = Activations(gpu)
             for name, n in model.work_buffers():
                 acts.add(name, n)

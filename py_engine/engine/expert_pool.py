@@ -80,14 +80,17 @@ class ExpertPool:
         self.map_bytes_written += n
         return n
 
-    async def load_all(self):
-        """Page every expert in (a pool with a slot for each): layer by layer through the streamer."""
+    async def load_all(self, meter=None):
+        """Page every expert in (a pool with a slot for each): layer by layer through the streamer; `meter`: an
+        UploadMeter (upload_meter.py) told each layer's records."""
         if self.layout.slots < self.n_layers * self.n_experts:
             raise ValueError(f"load_all needs {self.n_layers * self.n_experts} slots, the pool has "
                              f"{self.layout.slots}")
         for layer in range(self.n_layers):
             slots = await self.streamer.ensure(layer, range(self.n_experts))
             self.streamer.release(set(slots))
+            if meter is not None:
+                meter.add(self.n_experts * self.layout.record_bytes)
         self.flush_map()
 
     async def settle(self):

@@ -74,8 +74,9 @@ def stacked_matrix(name, fmt, cols, spans, bufs):
 
 class WeightLoader:
     def __init__(self, gpu, header, source, max_band_bytes: int | None = None, scratch_bytes: int = DEFAULT_SCRATCH,
-                 pipelines=None):
+                 pipelines=None, meter=None):
         self.gpu = gpu
+        self.meter = meter  # an UploadMeter (upload_meter.py) told each write, or None
         self.header = header
         self.source = source
         self.max_band_bytes = min(max_band_bytes or gpu.max_binding, gpu.max_binding)
@@ -90,9 +91,14 @@ class WeightLoader:
         self.bytes_uploaded += nbytes
         return buf
 
+    def _written(self, nbytes):
+        if self.meter is not None:
+            self.meter.add(nbytes)
+
     def _upload(self, data, label):
         buf = self._buffer(len(data), label)
         write_bytes(self.gpu, buf, 0, data)
+        self._written(len(data))
         return buf
 
     def _split_band(self, offset, n_blocks, label):
@@ -101,6 +107,7 @@ class WeightLoader:
         scales = self._buffer(n_blocks * 2, label + ".scales")
         self.splitter.split(lambda b0, n: self.source.read(offset + b0 * Q8_BLOCK, n * Q8_BLOCK),
                             n_blocks, codes, scales, label)
+        self._written(n_blocks * Q8_BLOCK)  # 32 code bytes and 2 scale bytes a block
         self._schedule_finish()
         return codes, scales
 
@@ -180,12 +187,14 @@ class WeightLoader:
             for part, t, r0, n in spans:
                 self.splitter.split(lambda b0, k, at=t.abs_offset: self.source.read(at + b0 * Q8_BLOCK, k * Q8_BLOCK),
                                     n * nb, codes, scales, part, dst_block=r0 * nb)
+                self._written(n * nb * Q8_BLOCK)
             self._schedule_finish()
             bufs = {3: codes, 4: scales}
         else:
             buf = self._buffer(rows * cols * 4, name)
             for part, t, r0, n in spans:
                 write_bytes(self.gpu, buf, r0 * cols * 4, self.source.read(t.abs_offset, t.nbytes))
+                self._written(t.nbytes)
             bufs = {3: buf}
         return stacked_matrix(name, fmt, cols, spans, bufs)
 

@@ -25,6 +25,8 @@ class DecodeOptions:
     # copies of the recurrent state kept at turn boundaries (checkpoints.py; models without recurrent layers keep
     # none): a follow-up resumes from one instead of prefilling the whole conversation again
     state_checkpoints: int = 4
+    # told (done bytes, total bytes) as the weights reach the GPU during the load, ~10 times a second (upload_meter.py)
+    upload_progress: object = None
 
     def validate(self):
         if self.state_checkpoints < 0:

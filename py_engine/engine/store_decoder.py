@@ -44,6 +44,7 @@ from .memory_plan import plan_memory
 from .options import StoreOptions
 from .store_weights import StoreRecordReader, StoreWeightLoader, open_store
 from .token_runners import EarlyStopRunner, PerLayerRunner, Prefetcher
+from .upload_meter import meter_for
 from ..store.check import with_record_checks
 from ..store.node_reader import record_reader_for
 
@@ -82,7 +83,10 @@ class StoreDecoder(Decoder):
         loader = StoreWeightLoader(gpu, manifest, header, sink)
         async with GpuErrorScope(gpu, "loading the model from its store"):
             model.load(loader)
-            await loader.fill()
+            # the dense planes, then (a full pool) every expert record: one count of bytes for the page
+            meter = meter_for(opts.upload_progress, loader.bytes_planned + (
+                cfg.n_layer * cfg.n_expert * plan.pool.record_bytes if plan.full else 0))
+            await loader.fill(meter=meter)
             acts = Activations(gpu)
             for name, n in model.work_buffers():
                 acts.add(name, n)
@@ -92,7 +96,9 @@ class StoreDecoder(Decoder):
                               upload=opts.upload, ring_buffers=opts.ring_buffers, policy=opts.policy)
         t_pool = time.perf_counter()
         if plan.full:
-            await pool.load_all()
+            await pool.load_all(meter)
+        if meter is not None:
+            meter.finish()
         cpu = None
         if opts.cpu_tier and not plan.full:
             if not opts.q8_act and any(t == GGMLType.Q8_0 for t in ex["types"].values()):

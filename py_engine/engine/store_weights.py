@@ -171,8 +171,9 @@ class StoreWeightLoader:
         return PoolPart(name, layer, part, fmt, t.dims[1], t.dims[0], planes[f"{part}_codes"][0],
                         planes[f"{part}_scales"][0])
 
-    async def fill(self, chunk=READ_CHUNK):
-        """Read every planned plane from the store and upload it (in chunks of at most `chunk` bytes)."""
+    async def fill(self, chunk=READ_CHUNK, meter=None):
+        """Read every planned plane from the store and upload it (in chunks of at most `chunk` bytes); `meter`: an
+        UploadMeter (upload_meter.py) told each chunk."""
         chunk -= chunk % 4
         for buf, file, offset, nbytes, dst in self._fills:
             for start in range(0, nbytes, chunk):
@@ -183,6 +184,8 @@ class StoreWeightLoader:
                                   f"damaged, verify or ingest it again")
                 write_bytes(self.gpu, buf, dst + start, data)  # no to_js copy: a view onto the read bytes
                 self.bytes_uploaded += n
+                if meter is not None:
+                    meter.add(n)
         self._fills.clear()
 
     def release(self):

@@ -177,6 +177,10 @@ test.describe('chat page', () => {
     expect(st.loaded.experts).toBe('streamed');
     const stored = st.loadEvents.filter((e) => e.stage === 'download').at(-1);
     expect(stored.bytes).toBe(models_size(st, MODEL));
+    // the upload counts the dense planes only: a partial pool takes its experts as tokens need them
+    const uploaded = st.loadEvents.filter((e) => e.stage === 'gpu' && e.step === 'weights' && e.bytes !== undefined);
+    expect(uploaded.at(-1)).toMatchObject({ bytes: st.loaded.gpu_setup.weights_bytes,
+      total: st.loaded.gpu_setup.weights_bytes });
 
     await page.locator('#prompt').fill(QUESTION);
     await page.locator('#prompt').press('Enter');

@@ -181,6 +181,17 @@ test.describe('chat page defects', () => {
     expect(counted).toEqual(Array.from({ length: n }, (_, i) => i + 1));
     expect(seen.some((t) => /^compiling GPU kernels: \d+ so far · [\d.]+ m?s$/.test(t)), JSON.stringify(seen)).toBe(true);
     expect(seen.some((t) => /^opening the GPU/.test(t)), JSON.stringify(seen)).toBe(true);
+    // the weights upload in bytes, up to what the decoder put on the GPU (every tensor of the file, loaded directly)
+    const weights = st.loaded.gpu_setup.weights_bytes;
+    expect(weights).toBeGreaterThan(1e6);
+    const uploads = st.loadEvents.filter((e) => e.stage === 'gpu' && e.step === 'weights' && e.bytes !== undefined);
+    expect(uploads.length).toBeGreaterThan(0);
+    expect(uploads.at(-1)).toMatchObject({ bytes: weights, total: weights });
+    // the total before the end is the file's tensors (a stacked copy of one makes the real figure a little more)
+    expect(uploads.every((e) => Math.abs(e.total - weights) < 0.01 * weights)).toBe(true);
+    const ofTotal = `of ${(weights / 1e6).toFixed(weights < 1e7 ? 2 : 1)} MB`.replace('.', '\\.');
+    expect(seen.some((t) => new RegExp(`^uploading weights: [\\d.]+ [KM]?B ${ofTotal} · [\\d.]+ m?s$`).test(t)),
+      JSON.stringify(seen)).toBe(true);
 
     // a new page (a new worker): the list kept from the first Load is compiled at once, counted n of N
     [st, seen] = await setUp();
