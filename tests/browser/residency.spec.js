@@ -47,7 +47,7 @@ from py_engine.gpu.device import open_gpu
 from py_engine.gpu.buffers import Readback, storage_buffer, write_buffer
 from py_engine.gpu.commands import DispatchList, track_errors, check_errors
 from py_engine.gpu.staging_ring import StagingRing
-from py_engine.residency import ExpertStreamer, SlotPoolLayout
+from py_engine.residency import ExpertStreamer, SlotPoolLayout, StreamerTuning
 from py_engine.residency.row_table import RowTable, write_row_table
 from py_engine.residency.row_cache import GpuRowCache
 storage = OPFSStorage()
@@ -81,7 +81,7 @@ class Reader:
         return await readers.read_js((layer * E + expert) * REC, REC)
 
 xs = ExpertStreamer(layers=L, experts=E, slots=SLOTS, reader=Reader(), uploader=Uploader(), record_bytes=REC,
-                    max_inflight=3)
+                    tuning=StreamerTuning(max_inflight=3))
 
 def record(layer, expert):
     k = layer * E + expert
