@@ -1,5 +1,5 @@
 // Browser tests: headless Debian Chromium (no Playwright-downloaded browsers), WebGPU on SwiftShader, against
-// `diskformer serve` started here. The pytest wrapper (tests/test_browser.py) runs this with CI=1 on a free port.
+// `diskformer serve` started here. The pytest wrapper (tests/browser/test_browser.py) runs this with CI=1 on a free port.
 import { defineConfig } from '@playwright/test';
 
 const PORT = Number(process.env.DISKFORMER_TEST_PORT || 8799);

@@ -1,4 +1,4 @@
-"""Corrupted GGUFs and stores for the command-line fuzz test (tests/test_cli_fuzz.py), made deterministically from
+"""Corrupted GGUFs and stores for the command-line fuzz test (tests/unit/test_cli_fuzz.py), made deterministically from
 the fixture models: each generator yields (label, write(path or folder)) pairs, so one file or folder at a time
 exists on disk."""
 import json

@@ -1,4 +1,4 @@
-// Runs the CPU expert tier (web/cpu_tier/pool.js) on one request folder for tests/test_cpu_tier.py:
+// Runs the CPU expert tier (web/cpu_tier/pool.js) on one request folder for tests/unit/test_cpu_tier.py:
 //   request.json  {layout, workers, slots, tokens, requests: [{slots, tokens, weights, x_at, mode}]}
 //   records.bin   the records of slots 0, 1, ... back to back
 //   x.f32         every request's rows of x back to back (request r's from row x_at)

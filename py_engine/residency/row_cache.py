@@ -4,7 +4,7 @@
 storage buffers ("planes", each under the binding limit: SlotPoolLayout), the map as a u32 buffer (0xFFFFFFFF for
 an absent row), uploads through the staging ring (or writeBuffer), and the gather kernel (shaders/row_gather.wgsl).
 
-Rules (tests/test_row_cache.py checks each):
+Rules (tests/unit/test_row_cache.py checks each):
 - `await lookup(ids)` returns the slot of each id (a duplicate id gets the same slot). Every distinct row is pinned
   once; call `release(set(slots))` after submitting the work that reads them. Claims happen before the first
   await, so lookups may run concurrently: a row another lookup is still loading is a late hit (no second read).

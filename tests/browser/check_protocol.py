@@ -6,14 +6,14 @@ RUN.json: {"stem", "kv", "prompts": [{"index", "step0_full_max_abs", "steps": [{
 refs' 5 stored ids], "top"}, ...]}, ...]}. The per-step metrics are the protocol's (top1: argmax == greedy_ids[s];
 d5: max |engine logprob - stored logprob| over the stored ids); protocol.check_limits applies refs/tolerances.json.
 An F32 model with an f16 cache is scored up to the first router near-tie the numpy reference finds (as
-tests/test_engine_node.py does): past one, either expert choice is right and later logits move by O(1).
+tests/engine/test_engine_node.py does): past one, either expert choice is right and later logits move by O(1).
 """
 import json
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "engine")]
 
 from diskformer.reference import protocol  # noqa: E402
 

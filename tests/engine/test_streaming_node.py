@@ -69,7 +69,7 @@ def streamed(stores, fixture_models, refs_dir, tmp_path_factory):
         names.append((stem, "gguf"))
         for tag, extra in _variants(stem).items():
             # token-by-token prefill: the stats below count per-token demands (chunked prefill pages each
-            # layer's union per chunk; tests/test_prefill_node.py checks it)
+            # layer's union per chunk; tests/engine/test_prefill_node.py checks it)
             job = {"store": str(root / stem), "runs": runs(tag), "verify_pool": True, "prefill_chunk": 1, **extra}
             if tag.startswith("min"):
                 job["max_pool_buffer"] = 3 * record
@@ -107,7 +107,7 @@ def test_same_logits_as_the_gguf_engine(streamed, refs_dir, stem):
 
 @pytest.mark.parametrize("stem", [m for m in MODELS if m.endswith("qwen3moe")])
 def test_smallest_pool_passes_the_reference_protocol(streamed, refs_dir, stem):
-    """The smallest pool, scored against llama.cpp's refs like the GGUF engine (tests/test_engine_node.py)."""
+    """The smallest pool, scored against llama.cpp's refs like the GGUF engine (tests/engine/test_engine_node.py)."""
     out, _, _ = streamed
     refs = protocol.load_refs(stem, refs_dir)
     n_vocab = protocol.load_step0_logits(stem, 0, refs_dir).size
