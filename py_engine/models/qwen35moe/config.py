@@ -7,7 +7,7 @@ Recurrent layers: `attention.recurrent_layers` when present, else (i + 1) % full
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..hparams import arch_value, check_architecture
+from ..hparams import arch_value, check_architecture, moe_attention_fields
 
 
 def layer_pattern(header, n_layer: int) -> tuple:
@@ -67,26 +67,11 @@ class Qwen35MoeConfig:
     def from_header(cls, header):
         check_architecture(header, cls.arch)
         v = lambda key, default=None, kind=int: arch_value(header, key, default, kind)  # noqa: E731
-        head_dim = v("attention.key_length")
-        if v("attention.value_length", head_dim) != head_dim:
-            raise ValueError("qwen35moe with value_length != key_length is not supported")
-        n_layer = v("block_count") - v("nextn_predict_layers", 0)
+        n_layer = v("block_count") - v("nextn_predict_layers", 0)  # MTP blocks are not run in the main pass
         cfg = cls(
-            n_vocab=header.tensor("token_embd.weight").shape[0],
-            n_layer=n_layer,
-            n_embd=v("embedding_length"),
-            n_head=v("attention.head_count"),
-            n_head_kv=v("attention.head_count_kv"),
-            head_dim=head_dim,
-            n_rot=v("rope.dimension_count", head_dim),
-            rope_base=v("rope.freq_base", kind=float),
-            rms_eps=v("attention.layer_norm_rms_epsilon", kind=float),
-            n_expert=v("expert_count"),
-            n_expert_used=v("expert_used_count"),
-            n_ff_exp=v("expert_feed_forward_length"),
+            **moe_attention_fields(header, n_layer),
             # older conversions lack the key: the shared expert's own shape says it
             n_ff_shexp=v("expert_shared_feed_forward_length", 0) or header.tensor("blk.0.ffn_up_shexp.weight").shape[0],
-            n_ctx_train=v("context_length", 0),
             ssm_conv_kernel=v("ssm.conv_kernel"),
             ssm_d_state=v("ssm.state_size"),
             ssm_n_group=v("ssm.group_count"),

@@ -3,7 +3,7 @@ Field names are llama.cpp's llama_hparams names; the numpy reference reads the s
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..hparams import arch_value, check_architecture
+from ..hparams import arch_value, check_architecture, moe_attention_fields
 
 
 @dataclass(frozen=True)
@@ -37,22 +37,4 @@ class Qwen3MoeConfig:
     @classmethod
     def from_header(cls, header):
         check_architecture(header, cls.arch)
-        v = lambda key, default=None, kind=int: arch_value(header, key, default, kind)  # noqa: E731
-        head_dim = v("attention.key_length")
-        if v("attention.value_length", head_dim) != head_dim:
-            raise ValueError("qwen3moe with value_length != key_length is not supported")
-        return cls(
-            n_vocab=header.tensor("token_embd.weight").shape[0],
-            n_layer=v("block_count"),
-            n_embd=v("embedding_length"),
-            n_head=v("attention.head_count"),
-            n_head_kv=v("attention.head_count_kv"),
-            head_dim=head_dim,
-            n_rot=v("rope.dimension_count", head_dim),
-            rope_base=v("rope.freq_base", kind=float),
-            rms_eps=v("attention.layer_norm_rms_epsilon", kind=float),
-            n_expert=v("expert_count"),
-            n_expert_used=v("expert_used_count"),
-            n_ff_exp=v("expert_feed_forward_length"),
-            n_ctx_train=v("context_length", 0),
-        )
+        return cls(**moe_attention_fields(header, arch_value(header, "block_count")))
