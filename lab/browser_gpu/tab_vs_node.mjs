@@ -170,13 +170,23 @@ function wanted(probe, want) {
   return JSON.stringify(probe.adapter).toLowerCase().includes(want.toLowerCase());
 }
 
+// a straggling child may still write into the profile for a moment; a leftover temp folder is not a failure
+function removeProfile(profile) {
+  try {
+    fs.rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  } catch (error) {
+    console.warn(`could not remove the browser profile ${profile}: ${error.code || error.message}`);
+  }
+}
+
 // one Chromium start with one flag set: version, GPU facts, the adapter; the measurements too when `measure` says so
 async function attempt(setup, name, flags, measure) {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'webgpu-costs-profile-'));
   const logFile = path.join(setup.logs, `chromium-${name}.log`);
   const log = fs.openSync(logFile, 'w');
   const args = [...BASE_FLAGS, ...flags, `--user-data-dir=${profile}`, '--remote-debugging-pipe', 'about:blank'];
-  const child = spawn(setup.chromium, args, { stdio: ['ignore', log, log, 'pipe', 'pipe'] });
+  // its own process group, so that the GPU, zygote and crash-handler children die with it
+  const child = spawn(setup.chromium, args, { stdio: ['ignore', log, log, 'pipe', 'pipe'], detached: true });
   const exited = new Promise((resolve) => child.on('exit', resolve));
   const devtools = new DevTools(child.stdio[3], child.stdio[4]);
   child.on('exit', (code, signal) => devtools.closed(`Chromium exited (${code ?? signal}); its log: ${logFile}`));
@@ -203,10 +213,10 @@ async function attempt(setup, name, flags, measure) {
   } finally {
     devtools.console.length && (record.console = devtools.console.slice(-20));
     try { await devtools.send('Browser.close', {}, undefined, 5_000); } catch { /* already gone */ }
-    child.kill('SIGKILL');
+    try { process.kill(-child.pid, 'SIGKILL'); } catch { child.kill('SIGKILL'); }
     await exited;
     fs.closeSync(log);
-    fs.rmSync(profile, { recursive: true, force: true, maxRetries: 3 });
+    removeProfile(profile);
     record.log_tail = logTail(logFile);
   }
   return record;
