@@ -15,8 +15,10 @@ args: {"model": PATH, "prompt": P, "decode": N, "kv": "f16" | "f32", "stream_mb"
 "cpu_tier": N CPU workers computing misses in the streamed cases ("cpu_tier_url": web/cpu_tier/pool.js's file URL);
 "routing_trace": [[ids per layer] per step] | null: each fraction also runs with the decode routed by that trace
 (trace_routing.py), reported beside the model-routed case.
-"all" in budgets runs the GGUF engine with every expert resident; each fraction runs the store engine with a pool
-of that share of the experts (streaming.py; needs "store", a complete model store of the same GGUF).
+"all" in budgets runs the GGUF engine with every expert resident ("resident_from_store": true: the store engine with
+a pool holding every expert, as a tab runs it); each fraction runs the store engine with a pool of that share of
+the experts (streaming.py; needs "store", a complete model store of the same GGUF: a folder, or "opfs:FOLDER" in a
+tab, store_access.py).
 Prefill feeds P tokens (P - 1 without readback, then one step that reads the logits back), timed after one untimed
 warm-up prefill of the same prompt (its time is reported apart, "first_ms"; more for at least WARMUP_MIN_MS and
 until two in a row agree within 10 %, at most WARMUP_PREFILLS: "warmup_ms"), "prefill_reps" times (default 5, as
@@ -28,11 +30,12 @@ Returns raw figures; the host (lab/bench.py) derives bounds and ratios and print
 import time
 
 from py_engine.engine.decoder import Decoder
+from py_engine.engine.store_decoder import StoreDecoder
 from py_engine.gpu.commands import helper, set_submit_split
 from py_engine.gpu.device import open_gpu
 from py_engine.gpu.pipelines import Pipelines
-from . import (accounting, dispatch_profile, gc_clock, host_steal_clock, js_gc_clock, kernel_costs, stream_read,
-               streaming, timing)
+from . import (accounting, dispatch_profile, gc_clock, host_steal_clock, js_gc_clock, kernel_costs, store_access,
+               stream_read, streaming, timing)
 
 WARMUP_TOKENS = 2  # the first submit compiles every pipeline: keep it out of the timings
 WARMUP_PREFILLS = 16  # untimed prompts at most before the timed ones (the first one after load reported apart)
@@ -143,12 +146,31 @@ def describe(gpu) -> dict:
             "ops_per_submit": int(helper().splitEvery), "lead_ops": int(helper().leadOps)}
 
 
+async def open_resident(args: dict, gpu, pipes, n_ctx: int, chunk: dict) -> tuple:
+    """(decoder, engine name) of the resident case: the GGUF engine over args["model"] ("gguf"), or with
+    args["resident_from_store"] the store engine with a pool holding every expert ("store_full_pool"): a tab cannot
+    hold a file larger than wasm memory, so there the store in OPFS serves the resident case too."""
+    kw = {"n_ctx": n_ctx, "kv_format": args.get("kv", "f16"), "lane_cap": int(args.get("lane_cap", 16)), **chunk}
+    if not args.get("resident_from_store"):
+        return await Decoder.open(args["model"], gpu, pipes, **kw), "gguf"
+    sink, reader = await store_access.open_store(args["store"])
+    try:
+        dec = await StoreDecoder.open_store(sink, gpu, pipes, pool_fraction=1.0, reader=reader, **kw)
+    except BaseException:
+        if reader is not None:
+            reader.release()
+        raise
+    if not dec.plan.full:
+        dec.release()
+        raise ValueError("the GPU cannot hold every expert of this model: the resident case needs a full pool")
+    return dec, "store_full_pool"
+
+
 async def run_resident(args: dict, gpu, pipes, stream) -> dict:
     n_prompt, n_decode = int(args.get("prompt", 512)), int(args.get("decode", 128))
     n_ctx = n_prompt + n_decode + WARMUP_TOKENS
     chunk = {"prefill_chunk": int(args["prefill_chunk"])} if args.get("prefill_chunk") else {}
-    dec = await Decoder.open(args["model"], gpu, pipes, n_ctx=n_ctx, kv_format=args.get("kv", "f16"),
-                             lane_cap=int(args.get("lane_cap", 16)), **chunk)
+    dec, engine = await open_resident(args, gpu, pipes, n_ctx, chunk)
     try:
         if dec.cache.n_ctx < n_ctx:
             raise ValueError(f"prompt + decode = {n_ctx} tokens exceed the model's context ({dec.cache.n_ctx})")
@@ -212,6 +234,7 @@ async def run_resident(args: dict, gpu, pipes, stream) -> dict:
         decode_total = sum(step_ms)
         return {
             "device": describe(gpu),
+            "resident_engine": engine,
             "model": {"path": args["model"], "arch": dec.stats.get("arch"), "n_layer": cfg.n_layer,
                       "n_embd": cfg.n_embd, "n_vocab": cfg.n_vocab, "n_expert": cfg.n_expert,
                       "n_expert_used": cfg.n_expert_used, "n_kv_layers": n_kv, "kv": dec.kv_format},

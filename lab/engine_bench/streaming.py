@@ -11,13 +11,11 @@ The host derives the pipelined bound from them.
 """
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from py_engine.engine.store_decoder import StoreDecoder
 from py_engine.gpu.buffers import COPY_DST, storage_buffer
 from py_engine.gpu.staging_ring import StagingRing
-from py_engine.store.local import DirectorySink
-from . import path_limits
+from . import path_limits, store_access
 from .timing import time_prefill_and_decode
 from .trace_routing import TraceStoreDecoder
 
@@ -102,10 +100,16 @@ async def run_case(gpu, pipes, run: StreamingRun, fraction: float, trace=None, l
     # trace the router's look-ahead would guess the random model's picks, not the trace's: there the guesses are
     # the layer's picks for the previous token (the trace's reuse, as a real router's)
     cls = TraceStoreDecoder if trace else StoreDecoder
-    dec = await cls.open_store(DirectorySink(Path(store)), gpu, pipes, n_ctx=n_ctx, kv_format=run.kv,
-                               lane_cap=run.lane_cap, pool_fraction=fraction, routing=routing, prefetch_depth=1,
-                               prefetch_guess="previous" if trace else "lookahead", ring_buffers=run.ring_buffers,
-                               **(run.store_options or {}))
+    sink, reader = await store_access.open_store(store)
+    try:
+        dec = await cls.open_store(sink, gpu, pipes, n_ctx=n_ctx, kv_format=run.kv, lane_cap=run.lane_cap,
+                                   pool_fraction=fraction, routing=routing, prefetch_depth=1, reader=reader,
+                                   prefetch_guess="previous" if trace else "lookahead",
+                                   ring_buffers=run.ring_buffers, **(run.store_options or {}))
+    except BaseException:
+        if reader is not None:
+            reader.release()
+        raise
     if trace:
         dec.trace = trace
     try:
@@ -151,4 +155,4 @@ async def run_case(gpu, pipes, run: StreamingRun, fraction: float, trace=None, l
             "last_routed_ids": [list(dec.prefetch.prev_ids.get(layer, ())) for layer in range(cfg.n_layer)],
         }
     finally:
-        dec.release()
+        dec.release()  # the reader too
