@@ -34,6 +34,7 @@ from diskformer.node_engine import NodeEngineError, run_in_node
 from . import ENGINE_SIDE
 from .bench_table import PEERS, table
 from .bench_streaming import derive_budgets, describe_run, model_info, routing_trace
+from .browser_bench.tab import BROWSERS, TabBenchError, TabOptions, run_in_tab
 
 ENTRY = "lab.engine_bench.entry:run"
 DEFAULT_BUDGETS = "all,0.25,0.10"
@@ -187,6 +188,24 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lead-ops", type=int, default=None,
                     help="operations in the first of those submits (default: the engine's; 0: as many as the "
                          "others): the GPU idles until it is submitted")
+    ap.add_argument("--browser", choices=BROWSERS, default=None,
+                    help="run the same bench in a headless browser tab (the page's worker, served by the product's "
+                         "server, driven by Playwright) instead of Node + Dawn; the model reaches the tab through "
+                         "HTTP Range into a store in OPFS (lab/browser_bench)")
+    ap.add_argument("--chromium", default=None, metavar="PATH",
+                    help="with --browser: the Chromium executable (default $DISKFORMER_CHROMIUM, then chromium on PATH)")
+    ap.add_argument("--flag-sets", default=TabOptions.flag_sets,
+                    help="with --browser: Chromium's flag sets tried in turn (lab/browser_gpu/chromium_flags.mjs; "
+                         f"default {TabOptions.flag_sets})")
+    ap.add_argument("--want", default=TabOptions.want,
+                    help="with --browser: the adapter to measure on: a vendor name, 'gpu' (any but a fallback "
+                         "adapter) or 'any' (default gpu)")
+    ap.add_argument("--tab-profile", type=Path, default=None,
+                    help="with --browser: Chromium's profile folder, kept between runs so the tab's OPFS store is "
+                         "reused (default: one under the system temp folder)")
+    ap.add_argument("--tab-port", type=int, default=TabOptions.port,
+                    help=f"with --browser: the page's port (default {TabOptions.port}; the same port keeps the "
+                         "same origin and so the same store)")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON result to this file")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the Node run is abandoned")
     ap.add_argument("--verbose", action="store_true", help="echo the engine's log (stderr)")
@@ -250,6 +269,14 @@ def main(argv) -> int:
     info = model_info(model)
     if args.routing_trace:
         run["routing_trace"] = routing_trace(info, args.decode + 8, args.trace_seed)
+    if args.browser:
+        try:
+            raw = run_in_tab(model, run, TabOptions(args.chromium, args.flag_sets, args.want, args.tab_profile,
+                                                    args.tab_port, args.timeout, args.verbose))
+        except TabBenchError as exc:
+            print(f"diskformer bench --browser {args.browser}: {exc}", file=sys.stderr)
+            return 1
+        return report(args, raw, info)
     if any(b != "all" for b in budgets):
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:
@@ -273,7 +300,14 @@ def main(argv) -> int:
         if set_opts:
             del os.environ["DAWN_OPTS"]
     raw["store"] = run.get("store")
+    return report(args, raw, info)
+
+
+def report(args, raw: dict, info: dict) -> int:
+    """The table, then the JSON line (also to --json-out)."""
     describe_run(raw, info, "trace" if args.routing_trace else "model")
+    if args.browser:
+        raw["runner"] = args.browser
     result = {"raw": raw, "derived": derive(raw), "peers_llama_cpp_h200": PEERS}
     print(table(raw, result["derived"]))
     line = json.dumps(result)

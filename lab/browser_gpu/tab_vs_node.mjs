@@ -15,30 +15,13 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { measureCosts } from './webgpu_costs.mjs';
+import { BASE_FLAGS, DEFAULT_ORDER, FLAG_SETS, flagSets, gpuFacts, wanted } from './chromium_flags.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
 // the last occurrence wins, so a wrapper's defaults can be overridden by options after them
 const option = (name, fallback) => { const i = argv.lastIndexOf(name); return i >= 0 ? argv[i + 1] : fallback; };
 const small = argv.includes('--small');
-
-// Flags every attempt gets: no sandbox (the GPU machine runs as root), WebGPU on with its adapter's full facts,
-// and the quiet flags the CPU machines' browser tests use.
-const BASE_FLAGS = ['--headless', '--no-sandbox', '--enable-unsafe-webgpu', '--enable-webgpu-developer-features',
-  '--no-first-run', '--no-default-browser-check', '--disable-background-networking', '--disable-component-update',
-  '--disable-sync', '--disable-quic', '--mute-audio', '--enable-logging=stderr'];
-const FLAG_SETS = {
-  // Vulkan for Chromium's GPU process and ANGLE, no window surface (there is no display), the GPU blocklist ignored
-  vulkan: ['--enable-features=Vulkan', '--use-vulkan=native', '--use-angle=vulkan', '--disable-vulkan-surface',
-    '--ignore-gpu-blocklist', '--enable-gpu'],
-  // the smallest set known to give headless Chrome an NVIDIA adapter on Linux
-  'vulkan-min': ['--enable-features=Vulkan', '--use-angle=vulkan', '--disable-vulkan-surface'],
-  // as 'vulkan', with Dawn's adapter forced to the default (non-SwiftShader) one and GL through ANGLE
-  'vulkan-angle-gl': ['--enable-features=Vulkan', '--use-vulkan=native', '--use-gl=angle', '--use-angle=vulkan',
-    '--disable-vulkan-surface', '--ignore-gpu-blocklist', '--enable-gpu', '--use-webgpu-adapter=default'],
-  // what the CPU machines use: WebGPU on SwiftShader
-  default: [],
-};
 
 // ---- Node + Dawn ------------------------------------------------------------------------------------------------
 
@@ -151,25 +134,6 @@ async function pageReady(devtools, sessionId) {
 const logTail = (file, lines = 40) => fs.existsSync(file)
   ? fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).slice(-lines) : [];
 
-function gpuFacts(info) {
-  const gpu = info.gpu || {};
-  const aux = gpu.auxAttributes || {};
-  const keep = {};
-  for (const [key, value] of Object.entries(aux)) {
-    if (/vulkan|gl_?renderer|gl_?vendor|gl_?version|driver|angle|display|gpu|skia|webgpu/i.test(key)) keep[key] = value;
-  }
-  return { devices: gpu.devices, featureStatus: gpu.featureStatus, auxAttributes: keep,
-    driverBugWorkarounds: (gpu.driverBugWorkarounds || []).length };
-}
-
-function wanted(probe, want) {
-  if (!probe || probe.error) return false;
-  if (want === 'any') return true;
-  if (probe.adapter.isFallbackAdapter) return false;
-  if (want === 'gpu') return true;
-  return JSON.stringify(probe.adapter).toLowerCase().includes(want.toLowerCase());
-}
-
 // a straggling child may still write into the profile for a moment; a leftover temp folder is not a failure
 function removeProfile(profile) {
   try {
@@ -249,10 +213,7 @@ async function main() {
   const logs = option('--logs', fs.mkdtempSync(path.join(os.tmpdir(), 'webgpu-costs-logs-')));
   fs.mkdirSync(logs, { recursive: true });
   const want = option('--want', 'gpu');
-  const sets = option('--flag-sets', 'vulkan,vulkan-min,vulkan-angle-gl,default').split(',');
-  for (const name of sets) {
-    if (!FLAG_SETS[name]) throw new Error(`no flag set "${name}"; known: ${Object.keys(FLAG_SETS).join(', ')}`);
-  }
+  const sets = flagSets(option('--flag-sets', DEFAULT_ORDER));
 
   const node = runNode();
   console.log(`Node + Dawn adapter: ${describe(node)}`);

@@ -96,7 +96,8 @@ def gpu_bytes(dec, header) -> dict:
     state_values = state_layout(dec)[0]
     kv_state = dec.cache.nbytes + 4 * state_values + dec.stats.get("checkpoint_bytes", 0)  # + the state's copies
     work = dec.acts.nbytes - 4 * state_values + dec.staging.size
-    dense = dec.loader.bytes_uploaded - experts
+    # the GGUF engine's loader uploads the experts too; the store engine's pool fills apart from its loader
+    dense = dec.loader.bytes_uploaded - (0 if isinstance(dec, StoreDecoder) else experts)
     return {"dense_weights": dense, "experts": experts, "kv_state": kv_state, "work_buffers": work,
             "total": dense + experts + kv_state + work}
 

@@ -2,7 +2,8 @@
 
 Stages a missed expert record passes through, each measured on its own with real records of experts.bin:
 - read: the engine's own reader (Node's fs, node_reader.py) with 1, 2, 4, ... reads in flight at once; its
-  best rate is the read limit. A reader without parallel reads (a sink) is measured with one.
+  best rate is the read limit (in a tab: the page's reader workers on OPFS, as many reads gathered). A reader
+  without parallel reads (a sink) is measured with one.
 - upload: the staging ring (mapped MAP_WRITE + copyBufferToBuffer, the engine's ring size) at the engine's batch
   sizes: 1 record, a layer's top-k and twice that, uploaded together, then a queue sync per batch as a layer's
   submit does; its best rate is the upload limit (it includes filling the mapped range from the record).
@@ -37,12 +38,14 @@ def _rate(nbytes, seconds):
 async def read_limits(reader, keys) -> list:
     """[{"readers": n, "GBps"}] for n reads in flight at once (waves of n records of one layer's span)."""
     size = reader.record_size
-    offsets = [reader.offset(layer, e) for layer, e in keys]
+    if getattr(reader, "pool", None) is not None:  # a tab's reader workers (OPFS)
+        return await pool_read_limits(reader, keys)
     if not hasattr(reader, "measure"):  # a sink reader: one record at a time
         t0 = time.perf_counter()
         for layer, e in keys:
             await reader.read_record(layer, e)
         return [{"readers": 1, "GBps": _rate(len(keys) * size, time.perf_counter() - t0)}]
+    offsets = [reader.offset(layer, e) for layer, e in keys]
     out = []
     await reader.measure(offsets[:2], 2)  # warm: opens the thread pool
     for n in READERS:
@@ -50,6 +53,22 @@ async def read_limits(reader, keys) -> list:
             break
         s = await reader.measure(offsets, n)
         out.append({"readers": n, "GBps": _rate(len(offsets) * size, s)})
+    return out
+
+
+async def pool_read_limits(reader, keys) -> list:
+    """As read_limits, through a tab's pool of reader workers (py_engine/store/reader_pool.py): waves of n records
+    read at once (gathered as the engine reads a layer's misses); more than the pool's workers queue on them."""
+    size = reader.record_size
+    await asyncio.gather(*(reader.read_record(layer, e) for layer, e in keys[:2]))  # warm: the workers' handles
+    out = []
+    for n in READERS:
+        if n > len(keys):
+            break
+        t0 = time.perf_counter()
+        for i in range(0, len(keys), n):
+            await asyncio.gather(*(reader.read_record(layer, e) for layer, e in keys[i:i + n]))
+        out.append({"readers": n, "GBps": _rate(len(keys) * size, time.perf_counter() - t0)})
     return out
 
 
