@@ -16,6 +16,7 @@ COMMANDS = {
     "verify": ("diskformer.commands.verify", "check every checksum of a model store folder"),
     "run": ("diskformer.engine_run", "run the WebGPU engine headless (Pyodide + Dawn in Node)"),
     "bench": ("lab.bench", "benchmark the engine as shipped (Pyodide + Dawn) against the bandwidth bound"),
+    "bench-tab-vs-node": ("lab.browser_bench.compare", "the bench in a Chromium tab beside Node + Dawn, figure by figure"),
     "bench-uploads": ("lab.bench_uploads", "expert-record upload throughput: staging ring vs writeBuffer"),
     "gate": ("diskformer.gate.cli", "gate the chat page headless against llama.cpp's greedy replies"),
     "policy-lab": ("lab.policy_lab.cli", "replay expert-routing traces through the streamer's cache policies"),

@@ -34,7 +34,7 @@ from diskformer.node_engine import NodeEngineError, run_in_node
 from . import ENGINE_SIDE
 from .bench_table import PEERS, table
 from .bench_streaming import derive_budgets, describe_run, model_info, routing_trace
-from .browser_bench.tab import BROWSERS, TabBenchError, TabOptions, run_in_tab
+from .browser_bench.tab import BROWSERS, TabBenchError, TabOptions, run_in_tab, tab_summary
 
 ENTRY = "lab.engine_bench.entry:run"
 DEFAULT_BUDGETS = "all,0.25,0.10"
@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--lead-ops", type=int, default=None,
                     help="operations in the first of those submits (default: the engine's; 0: as many as the "
                          "others): the GPU idles until it is submitted")
+    ap.add_argument("--resident-from-store", action="store_true",
+                    help="budget 'all' on the store engine with a pool holding every expert (as a tab runs it) "
+                         "instead of the GGUF engine")
     ap.add_argument("--browser", choices=BROWSERS, default=None,
                     help="run the same bench in a headless browser tab (the page's worker, served by the product's "
                          "server, driven by Playwright) instead of Node + Dawn; the model reaches the tab through "
@@ -277,7 +280,7 @@ def main(argv) -> int:
             print(f"diskformer bench --browser {args.browser}: {exc}", file=sys.stderr)
             return 1
         return report(args, raw, info)
-    if any(b != "all" for b in budgets):
+    if any(b != "all" for b in budgets) or args.resident_from_store:
         store = (args.store_dir or default_store_dir(model)).resolve()
         try:
             ensure_store(model, store, log=lambda msg: print(f"store: {msg}", file=sys.stderr))
@@ -285,6 +288,7 @@ def main(argv) -> int:
             print(f"diskformer bench: ingesting {model.name} into {store} failed: {exc}", file=sys.stderr)
             return 1
         run["store"] = str(store)
+        run["resident_from_store"] = args.resident_from_store
         mounts.append(store)
     set_opts = not args.no_profile and "DAWN_OPTS" not in os.environ
     if set_opts:
@@ -308,6 +312,7 @@ def report(args, raw: dict, info: dict) -> int:
     describe_run(raw, info, "trace" if args.routing_trace else "model")
     if args.browser:
         raw["runner"] = args.browser
+        print(tab_summary(raw))
     result = {"raw": raw, "derived": derive(raw), "peers_llama_cpp_h200": PEERS}
     print(table(raw, result["derived"]))
     line = json.dumps(result)

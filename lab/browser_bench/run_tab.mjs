@@ -37,7 +37,9 @@ async function attempt(chromium, setup, name) {
     const page = context.pages()[0] || await context.newPage();
     page.on('console', (m) => process.stderr.write(`[tab] ${m.text()}\n`));
     page.on('pageerror', (e) => process.stderr.write(`[tab error] ${e.message}\n`));
-    const cdp = await context.newCDPSession(page);
+    // the browser target answers SystemInfo (a page's session does not); a persistent context may not offer it
+    const browser = context.browser();
+    const cdp = browser ? await browser.newBrowserCDPSession() : await context.newCDPSession(page);
     record.version = (await cdp.send('Browser.getVersion')).product;
     try {
       record.gpu = gpuFacts(await cdp.send('SystemInfo.getInfo'));

@@ -100,3 +100,18 @@ def run_in_tab(model: Path, run: dict, opts: TabOptions) -> dict:
                       "gpu": out["gpu"], "attempts": out["attempts"], "profile": str(profile),
                       "origin": url}
     return raw
+
+
+def tab_summary(raw: dict) -> str:
+    """The lines the table of a tab run starts with: the browser, its flags and adapter, the store and its ingest."""
+    b, ing = raw["browser"], raw.get("ingest") or {}
+    a = (b.get("adapter") or {}).get("adapter") or {}
+    got = "reused (complete)" if ing.get("reused") else (
+        f"ingested in {ing.get('s', 0):.1f} s" + (f" ({ing['MBps']:,.0f} MB/s)" if ing.get("MBps") else ""))
+    resident = {"store_full_pool": "the store engine with every expert in its pool",
+                "gguf": "the GGUF engine"}.get(raw.get("resident_engine"), "not run")
+    return "\n".join([
+        f"runner   Chromium tab: {b['version']}, flag set {b['flag_set']!r}: {' '.join(b['flags'])}",
+        f"adapter  {a.get('vendor')} | {a.get('architecture')} | {a.get('description')}"
+        + (" (fallback)" if a.get("isFallbackAdapter") else ""),
+        f"store    {raw.get('store')}: {got}; resident case ('all'): {resident}", ""])
