@@ -6,6 +6,8 @@ a GGUF larger than wasm memory, so Node runs `--resident-from-store` here), and 
 are `diskformer bench`'s (--model, --budgets, --prompt, --decode, ...; --browser is implied for the tab run, its
 options --chromium, --flag-sets, --want, --tab-profile, --tab-port go to it). Writes DIR/node.json, DIR/tab.json
 (each the bench's whole JSON) and DIR/compare.json (the rows below); prints both tables, then the comparison.
+`--runs node` / `--runs tab` runs one side only (two calls where one call's time is short): the comparison comes
+once both JSONs are in DIR.
 
 Per-dispatch and per-sync costs come from the resident case: the decode's token list replayed back to back
 without readback (replay_rate) gives µs per dispatch (wall, and the CPU's encode + submit); a decoded token's time
@@ -106,6 +108,9 @@ def render(rows: list, tab: dict, node: dict) -> str:
 def main(argv) -> int:
     ap = argparse.ArgumentParser(prog="diskformer bench-tab-vs-node", add_help=False)
     ap.add_argument("--out-dir", type=Path, required=True, help="folder for node.json, tab.json and compare.json")
+    ap.add_argument("--runs", default="node,tab",
+                    help="which benches to run now (default node,tab; one per call where a call's time is short: "
+                         "the comparison is printed once both JSONs are in --out-dir)")
     ap.add_argument("-h", "--help", action="store_true")
     own, rest = ap.parse_known_args(argv)
     if own.help:
@@ -125,16 +130,25 @@ def main(argv) -> int:
             continue
         if a.split("=")[0] not in tab_only:
             node_argv.append(a)
+    runs = [r for r in own.runs.split(",") if r]
+    if not runs or set(runs) - {"node", "tab"}:
+        print("diskformer bench-tab-vs-node: --runs takes node, tab or node,tab", file=sys.stderr)
+        return 2
     own.out_dir.mkdir(parents=True, exist_ok=True)
     node_json, tab_json = own.out_dir / "node.json", own.out_dir / "tab.json"
-    print("== Node + Dawn ==", flush=True)
-    rc = bench.main(node_argv + ["--resident-from-store", "--json-out", str(node_json)])
-    if rc:
-        return rc
-    print("\n== Chromium tab ==", flush=True)
-    rc = bench.main(rest + ["--browser", "chromium", "--json-out", str(tab_json)])
-    if rc:
-        return rc
+    if "node" in runs:
+        print("== Node + Dawn ==", flush=True)
+        rc = bench.main(node_argv + ["--resident-from-store", "--json-out", str(node_json)])
+        if rc:
+            return rc
+    if "tab" in runs:
+        print("\n== Chromium tab ==", flush=True)
+        rc = bench.main(rest + ["--browser", "chromium", "--json-out", str(tab_json)])
+        if rc:
+            return rc
+    if not (node_json.is_file() and tab_json.is_file()):
+        print(f"\nthe comparison waits for {'tab.json' if node_json.is_file() else 'node.json'} in {own.out_dir}")
+        return 0
     node, tab = json.loads(node_json.read_text()), json.loads(tab_json.read_text())
     rows = compare(tab, node)
     (own.out_dir / "compare.json").write_text(json.dumps({

@@ -18,8 +18,6 @@ from pathlib import Path
 
 from diskformer.node_engine import node_executable, parse_result, NodeEngineError
 
-from .host import BenchServer
-
 RUN_TAB = Path(__file__).resolve().parent / "run_tab.mjs"
 BROWSERS = ("chromium",)
 # the tab's origin is the host's address and port: one fixed port keeps the same OPFS store from run to run
@@ -63,6 +61,8 @@ def store_folder(model: Path) -> str:
 
 def run_in_tab(model: Path, run: dict, opts: TabOptions) -> dict:
     """The entry's raw result for `run` (the Node bench's arguments), measured in a tab."""
+    from .host import BenchServer  # the server's packages (starlette, uvicorn) only for a tab run
+
     chromium = find_chromium(opts.chromium)
     args = {k: v for k, v in run.items() if k not in ("store", "cpu_tier_url")}
     args["model"] = f"/models/{model.name}"
