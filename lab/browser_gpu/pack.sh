@@ -69,7 +69,7 @@ cp "$root/node_modules/webgpu/dist/linux-x64/dawn.node" "$work/tree/node/dawn.no
 
 rm -rf "$dest/run" "$dest"/part-*
 mkdir -p "$dest/run"
-cp "$here"/{run_device.sh,tab_vs_node.mjs,webgpu_costs.mjs,chromium_flags.mjs,bench.html} "$dest/run/"
+cp "$here"/{run_device.sh,collect_parts.sh,tab_vs_node.mjs,webgpu_costs.mjs,chromium_flags.mjs,bench.html} "$dest/run/"
 echo "packing $(du -sh "$work/tree" | cut -f1) (xz -9, a few minutes)"
 tar -C "$work/tree" -cf - chromium node | xz -9 -T2 > "$work/bundle.tar.xz"
 split -b "${part_mib}M" -d -a 2 "$work/bundle.tar.xz" "$dest/part-"

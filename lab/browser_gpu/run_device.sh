@@ -7,47 +7,13 @@
 # browser-webgpu-costs.json, run.log, chromium-logs.tgz.
 set -uo pipefail
 run=$(cd "$(dirname "$0")" && pwd)
-carry=$(dirname "$run")
 scratch=${WEBGPU_COSTS_DIR:-/tmp/webgpu-costs}
 out=${OUT:-$scratch/out}
-mkdir -p "$scratch/parts" "$out"
+mkdir -p "$out"
 exec > >(tee -a "$out/run.log") 2>&1
 
-for part in "$carry"/part-*; do [ -e "$part" ] && cp "$part" "$scratch/parts/"; done
-have=0; need=0
-while read -r sum name; do
-  need=$((need + 1))
-  [ -e "$scratch/parts/$name" ] && echo "$sum  $scratch/parts/$name" | sha256sum -c --status && have=$((have + 1))
-done < "$run/parts.sha256"
-if [ "$have" -lt "$need" ]; then
-  # what the machine has that the run will rely on, while the rest of the parts travel
-  ldd --version | head -1; nvidia-smi -L; ls /usr/local/nvidia/share/vulkan/icd.d/ 2>&1; df -h /dev/shm /tmp | tail -2
-  for lib in libvulkan.so.1 libGLdispatch.so.0 libX11.so.6 libglib-2.0.so.0 libnss3.so libstdc++.so.6; do
-    echo "$lib: $(ldconfig -p | grep -m1 "$lib" | sed 's/.*=> //')"
-  done
-  echo "this machine has $have of the $need parts in $scratch/parts; send the call with the next part now"
-  echo "(the machine must stay warm between these calls; if it was given back, start again with part-00)"
-  exit 0
-fi
-
-tree="$scratch/tree"
-if [ ! -x "$tree/chromium/chromium-headless-shell" ]; then
-  mkdir -p "$tree"
-  (cd "$scratch/parts" && cat $(cut -d' ' -f3 "$run/parts.sha256")) | xz -dc -T0 | tar -C "$tree" -xf - || {
-    echo "unpacking the parts failed"; exit 1; }
-fi
-
-# NVIDIA's Vulkan driver manifest: where the image mounts the driver, else the usual places
-icd=
-for candidate in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json \
-  /etc/vulkan/icd.d/nvidia_icd.json; do
-  [ -e "$candidate" ] && { icd=$candidate; break; }
-done
-if [ -n "$icd" ]; then
-  export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
-else
-  icd="none found (the loader's defaults)"
-fi
+source "$run/collect_parts.sh"
+[ "$parts_complete" = 1 ] || { [ "$have" -lt "$need" ] && exit 0 || exit 1; }
 export LD_LIBRARY_PATH="$tree/chromium/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DAWN_NODE="$tree/node/dawn.node"
 echo "Vulkan driver manifest: $icd"
