@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "server, driven by Playwright) instead of Node + Dawn; the model reaches the tab through "
                          "HTTP Range into a store in OPFS (lab/browser_bench)")
     ap.add_argument("--chromium", default=None, metavar="PATH",
-                    help="with --browser: the Chromium executable (default $DISKFORMER_CHROMIUM, then chromium on PATH)")
+                    help="with --browser: the Chromium executable (default $DISKFORMER_CHROMIUM, then chromium on "
+                         "PATH)")
     ap.add_argument("--flag-sets", default=TabOptions.flag_sets,
                     help="with --browser: Chromium's flag sets tried in turn (lab/browser_gpu/chromium_flags.mjs; "
                          f"default {TabOptions.flag_sets})")
@@ -255,6 +256,16 @@ def main(argv) -> int:
         return 2
     if args.routing_trace and not any(b != "all" for b in budgets):
         print("diskformer bench: --routing-trace needs a pool fraction in --budgets (e.g. 0.25)", file=sys.stderr)
+        return 2
+    tab_given = args.chromium or args.tab_profile or args.flag_sets != TabOptions.flag_sets or \
+        args.want != TabOptions.want or args.tab_port != TabOptions.port
+    if tab_given and not args.browser:
+        print("diskformer bench: --chromium, --flag-sets, --want, --tab-profile and --tab-port are for --browser "
+              "chromium", file=sys.stderr)
+        return 2
+    if args.browser and args.resident_from_store:
+        print("diskformer bench: a tab always runs the resident case from its store: drop --resident-from-store",
+              file=sys.stderr)
         return 2
     if not args.model.is_file():
         print(f"diskformer bench: no such file: {args.model}", file=sys.stderr)

@@ -105,6 +105,22 @@ def render(rows: list, tab: dict, node: dict) -> str:
     return "\n".join(lines)
 
 
+TAB_ONLY = ("--chromium", "--flag-sets", "--want", "--tab-profile", "--tab-port")
+
+
+def node_options(argv: list) -> list:
+    """The bench options without those of the tab alone (each with its value: "--want X" or "--want=X")."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in TAB_ONLY:
+            skip = True
+        elif a.split("=")[0] not in TAB_ONLY:
+            out.append(a)
+    return out
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(prog="diskformer bench-tab-vs-node", add_help=False)
     ap.add_argument("--out-dir", type=Path, required=True, help="folder for node.json, tab.json and compare.json")
@@ -119,17 +135,7 @@ def main(argv) -> int:
     if any(a in ("--browser", "--json-out") or a.startswith(("--browser=", "--json-out=")) for a in rest):
         print("diskformer bench-tab-vs-node: --browser and --json-out are set here (see --out-dir)", file=sys.stderr)
         return 2
-    tab_only = ("--chromium", "--flag-sets", "--want", "--tab-profile", "--tab-port")
-    node_argv, skip = [], False
-    for a in rest:
-        if skip:
-            skip = False
-            continue
-        if a in tab_only:
-            skip = True
-            continue
-        if a.split("=")[0] not in tab_only:
-            node_argv.append(a)
+    node_argv = node_options(rest)
     runs = [r for r in own.runs.split(",") if r]
     if not runs or set(runs) - {"node", "tab"}:
         print("diskformer bench-tab-vs-node: --runs takes node, tab or node,tab", file=sys.stderr)
