@@ -1,0 +1,104 @@
+"""The token table's rows on demand (py_engine/engine/embedding_rows.py) in the store engine, on lavapipe.
+
+Per model, one Node process runs the store engine with the table resident and with its rows through a row cache of
+a few slots (StoreOptions(embedding_rows=S)), over a full expert pool (fed tokens wait for the next step, which pins
+each chunk's rows) and over the smallest pool (the streamed prefill and the per-token routing pin them). Prompts,
+a long prompt of more distinct ids than the cache has slots (rows evicted and read again) and teacher-forced decode
+steps: the logits must equal the resident table's, and the stats must show the cache at work.
+"""
+import asyncio
+
+import numpy as np
+import pytest
+
+from diskformer.node_engine import run_in_node
+from diskformer.reference import protocol
+from py_engine.store import ingest
+from py_engine.store.local import DirectoryStorage, FileSource
+
+MODELS = ["micro-qwen3moe", "micro-qwen35moe"]
+PROMPTS = (0, 1)
+LONG = [(i * 37 + 11) % 400 for i in range(40)]  # 40 distinct ids: more than the cache's slots
+SLOTS = 16
+CHUNK = 8
+# variant -> (job keys, the resident variant it must equal)
+VARIANTS = {
+    "resident": ({"embedding_rows": 0}, None),
+    "rows": ({"embedding_rows": SLOTS}, "resident"),
+    "resident_min": ({"embedding_rows": 0, "budget": "min"}, None),
+    "rows_min": ({"embedding_rows": SLOTS, "budget": "min"}, "resident_min"),
+    "rows_min_early_stop": ({"embedding_rows": SLOTS, "budget": "min", "routing": "early_stop"}, "resident_min"),
+    # token by token (no batched prefill): every token's row pinned around its own submits, a cache of 1 slot
+    "resident_t1": ({"embedding_rows": 0, "prefill_chunk": 1}, None),
+    "rows_t1": ({"embedding_rows": 1, "prefill_chunk": 1}, "resident_t1"),
+}
+LOGIT_TOL = 1e-6  # the same dequantisation of the same bytes: bit-identical in practice
+
+
+@pytest.fixture(scope="module")
+def runs(fixture_models, refs_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("rows_stores")
+    out = tmp_path_factory.mktemp("rows_logits")
+    storage = DirectoryStorage(root)
+    jobs, names = [], []
+    for stem in MODELS:
+        src = FileSource(fixture_models / f"{stem}.gguf")
+        try:
+            asyncio.run(ingest(src, storage.sink(stem)))
+        finally:
+            src.close()
+        refs = protocol.load_refs(stem, refs_dir)
+        for tag, (extra, _) in VARIANTS.items():
+            seqs = [{"ids": refs["prompts"][i]["prompt_ids"], "teacher_force": refs["prompts"][i]["greedy_ids"][:-1],
+                     "logits_out": str(out / f"{stem}.{tag}.p{i}.f32")} for i in PROMPTS]
+            seqs.append({"ids": LONG, "teacher_force": [LONG[3], 1, 2, LONG[0]],
+                         "logits_out": str(out / f"{stem}.{tag}.long.f32")})
+            jobs.append({"store": str(root / stem), "prefill_chunk": CHUNK, "runs": seqs, **extra})
+            names.append((stem, tag))
+    result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[root, out], timeout=600)
+    return out, dict(zip(names, result["jobs"]))
+
+
+def _rows(out, stem, tag, which):
+    return np.fromfile(out / f"{stem}.{tag}.{which}.f32", dtype="<f4")
+
+
+@pytest.mark.parametrize("stem", MODELS)
+def test_rows_on_demand_give_the_resident_logits(runs, stem):
+    out, _ = runs
+    for tag, (_, base) in VARIANTS.items():
+        if base is None:
+            continue
+        for which in [f"p{i}" for i in PROMPTS] + ["long"]:
+            want, got = _rows(out, stem, base, which), _rows(out, stem, tag, which)
+            assert got.shape == want.shape and got.size > 0
+            diff = float(np.abs(got - want).max())
+            print(f"{stem} {tag} {which}: max |logit difference| {diff:.3g}")
+            assert diff <= LOGIT_TOL, f"{stem} {tag} {which}: logits differ from {base}'s by {diff}"
+
+
+@pytest.mark.parametrize("stem", MODELS)
+def test_the_plan_and_the_cache_say_what_happened(runs, refs_dir, stem):
+    _, jobs = runs
+    n_vocab = protocol.load_step0_logits(stem, 0, refs_dir).size
+    resident = jobs[(stem, "resident")]["stats"]
+    assert resident["embedding"]["mode"] == "resident" and resident["embedding_rows"] is None
+    table = resident["embedding"]["table_bytes"]
+    row_bytes = table // n_vocab  # a row's codes and scales (the planes are whole rows)
+    for tag, (extra, base) in VARIANTS.items():
+        if base is None:
+            continue
+        s = jobs[(stem, tag)]["stats"]
+        slots = extra["embedding_rows"]
+        emb, cache = s["embedding"], s["embedding_rows"]
+        assert emb["mode"] == "rows" and emb["slots"] == slots and emb["reason"] == "asked"
+        # the table's planes are not uploaded; the cache is counted instead, and everything within the plan
+        assert s["gpu_bytes"]["dense"] == jobs[(stem, base)]["stats"]["gpu_bytes"]["dense"] - table
+        assert s["gpu_bytes"]["embedding_rows"] == emb["cache_bytes"] > 0
+        assert s["gpu_bytes"]["total"] <= s["budget"]["total"]
+        assert s["budget"]["dense"] == jobs[(stem, base)]["stats"]["budget"]["dense"] - table
+        # more distinct ids than slots: rows were evicted and read again; every lookup found or loaded its rows
+        assert cache["slots"] == slots and cache["misses"] > slots and cache["evictions"] > 0
+        assert cache["uploads"] == cache["misses"] and cache["lookups"] > 0
+        assert 0 < cache["reads"] <= 2 * cache["misses"] and cache["bytes_read"] >= cache["misses"] * row_bytes
+        assert s["mode"] == ("full" if "min" not in tag else "partial")
