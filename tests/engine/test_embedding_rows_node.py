@@ -4,7 +4,9 @@ Per model, one Node process runs the store engine with the table resident and wi
 a few slots (StoreOptions(embedding_rows=S)), over a full expert pool (fed tokens wait for the next step, which pins
 each chunk's rows) and over the smallest pool (the streamed prefill and the per-token routing pin them). Prompts,
 a long prompt of more distinct ids than the cache has slots (rows evicted and read again) and teacher-forced decode
-steps: the logits must equal the resident table's, and the stats must show the cache at work.
+steps: the logits must equal the resident table's, and the stats must show the cache at work. And a chat through
+GpuBackend (greedy steps read back one by one, prompts ending at state checkpoints) answers as with the table
+resident, while queueing a greedy step ahead is refused.
 """
 import asyncio
 
@@ -42,17 +44,24 @@ def _variants(stem):
 
 
 @pytest.fixture(scope="module")
-def runs(fixture_models, refs_dir, tmp_path_factory):
+def stores(fixture_models, tmp_path_factory):
     root = tmp_path_factory.mktemp("rows_stores")
-    out = tmp_path_factory.mktemp("rows_logits")
     storage = DirectoryStorage(root)
-    jobs, names = [], []
     for stem in MODELS:
         src = FileSource(fixture_models / f"{stem}.gguf")
         try:
             asyncio.run(ingest(src, storage.sink(stem)))
         finally:
             src.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(stores, refs_dir, tmp_path_factory):
+    root = stores
+    out = tmp_path_factory.mktemp("rows_logits")
+    jobs, names = [], []
+    for stem in MODELS:
         refs = protocol.load_refs(stem, refs_dir)
         for tag, (extra, _) in _variants(stem).items():
             seqs = [{"ids": refs["prompts"][i]["prompt_ids"], "teacher_force": refs["prompts"][i]["greedy_ids"][:-1],
@@ -108,3 +117,60 @@ def test_the_plan_and_the_cache_say_what_happened(runs, refs_dir, stem):
         assert cache["uploads"] == cache["misses"] and cache["lookups"] > 0
         assert 0 < cache["reads"] <= 2 * cache["misses"] and cache["bytes_read"] >= cache["misses"] * row_bytes
         assert s["mode"] == ("full" if "min" not in tag else "partial")
+
+
+CHAT_STEM = "micro-qwen35moe"  # recurrent state: follow-up turns resume from checkpoints (prefill_checkpoint)
+QUESTIONS = ["Explain in one sentence what a mixture-of-experts model is.", "And in two sentences?"]
+
+CHAT_CODE = r'''
+from pathlib import Path
+
+from py_engine.engine.gpu_backend import GpuBackend
+from py_engine.engine.store_decoder import StoreDecoder
+from py_engine.generation import Generator, SamplingParams
+from py_engine.gguf import read_gguf_file
+from py_engine.store.local import DirectorySink
+from py_engine.tokenizer import Tokenizer
+
+
+async def chat(args, rows):
+    dec = await StoreDecoder.open_store(DirectorySink(Path(args["store"])), n_ctx=256, embedding_rows=rows,
+                                        prefill_chunk=8)
+    tok = Tokenizer.from_gguf_metadata(read_gguf_file(args["model"]).metadata)
+    gen = Generator(GpuBackend(dec), tok, "qwen35moe")
+    messages, out = [], {"turns": []}
+    for q in args["questions"]:
+        messages.append({"role": "user", "content": q})
+        r = await gen.generate(messages, thinking=False, max_tokens=6, sampling=SamplingParams.greedy(), stop_ids=[])
+        out["turns"].append({"ids": r.token_ids, "restored": r.stats.restored_checkpoint,
+                             "prefilled": r.stats.prefilled_tokens})
+        messages.append(r.as_message())
+    out["embedding"], out["cache"] = dec.stats["embedding"], dec.summary()["embedding_rows"]
+    if rows:
+        try:
+            dec.launch_argmax(1)
+            out["queued"] = "accepted"
+        except RuntimeError as e:
+            out["queued"] = str(e)
+    dec.release()
+    return out
+
+
+async def main(args):
+    return {"resident": await chat(args, 0), "rows": await chat(args, args["slots"])}
+'''
+
+
+def test_a_chat_with_rows_on_demand_answers_as_with_the_table_resident(stores, fixture_models):
+    args = {"store": str(stores / CHAT_STEM), "model": str(fixture_models / f"{CHAT_STEM}.gguf"),
+            "questions": QUESTIONS, "slots": SLOTS}
+    out = run_in_node(CHAT_CODE, args, mounts=[stores, fixture_models], timeout=600)
+    resident, rows = out["resident"], out["rows"]
+    assert rows["embedding"]["mode"] == "rows" and resident["embedding"]["mode"] == "resident"
+    assert [t["ids"] for t in rows["turns"]] == [t["ids"] for t in resident["turns"]]
+    assert all(len(t["ids"]) == 6 for t in rows["turns"])
+    # the follow-up resumed from a checkpoint and prefilled only the new turn, as with the table resident
+    assert rows["turns"][1]["restored"] == resident["turns"][1]["restored"] > 0
+    assert rows["turns"][1]["prefilled"] == resident["turns"][1]["prefilled"]
+    assert rows["cache"]["misses"] > SLOTS and rows["cache"]["hits"] > 0
+    assert "cannot be queued ahead" in rows["queued"]
