@@ -149,6 +149,8 @@ class Session:
                                "budget_bytes": budget, "path": mode,
                                "experts": ("resident" if plan is None or plan.full else "streamed"),
                                "pool": plan.to_dict() if plan is not None else None,
+                               # the store engine's token table: resident, or its rows on demand (and why)
+                               "embedding": decoder.stats.get("embedding"),
                                "load_seconds": time.perf_counter() - t0,
                                "gpu_setup": dict(self._setup_info or {}, pipelines_compiled=self.pipelines.compiled,
                                                  weights_bytes=decoder.stats.get("weights_bytes")),

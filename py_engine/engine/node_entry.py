@@ -148,7 +148,7 @@ async def run(args: dict) -> dict:
     run_args["top"] = run_args["top"] or 5
     job = {k: v for k, v in args.items()
            if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload", "routing", "prefill_chunk",
-                    "check_records", "cpu_tier", "cpu_tier_url")}
+                    "check_records", "cpu_tier", "cpu_tier_url", "embedding_rows")}
     job["runs"] = [run_args]
     res = await run_job(job, gpu, pipelines)
     out = res["runs"][0]

@@ -20,6 +20,10 @@ How a token runs depends on the pool size:
   that costs more than a sync per layer; on lavapipe a resume costs ~15 ms against ~2 ms per layer sync).
 - **CPU expert tier** (StoreOptions(cpu_tier=N), cpu_tier_path.py): per-layer routing, where the misses the cost
   model places on the CPU are computed by its workers and their weighted sum added on the GPU.
+- **token table rows on demand** (StoreOptions(embedding_rows=S), or the memory plan's choice under a tight budget:
+  embedding_rows.py): the table stays in the store; the ids each submit embeds are looked up in a row cache first
+  (missing rows read and uploaded), so fed tokens wait for the next step even with a full pool, and greedy steps are
+  never queued ahead (the next id must be known on the host).
 In every partial mode each layer's attention or DeltaNet part runs exactly once per token (never re-run on a
 resume), misses are read from the store and uploaded through the staging ring (or writeBuffer), and the residency
 map is flushed to the GPU before the submit that routes through it.
@@ -243,6 +247,7 @@ class StoreDecoder(Decoder):
         if self.routing == "gpu":
             if self.embedding_rows is None:
                 return await super().step(token)
+            self._check_tokens([token])
             await self._feed_resident()
             async with self._rows([token]):
                 return await super().step(token)
@@ -274,6 +279,7 @@ class StoreDecoder(Decoder):
             self.stats["steps"] += 1
             if self.embedding_rows is None:
                 return await super().step_argmax(token)
+            self._check_tokens([token])
             await self._feed_resident()
             async with self._rows([token]):
                 return await super().step_argmax(token)
