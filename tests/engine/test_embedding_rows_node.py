@@ -6,7 +6,8 @@ each chunk's rows) and over the smallest pool (the streamed prefill and the per-
 a long prompt of more distinct ids than the cache has slots (rows evicted and read again) and teacher-forced decode
 steps: the logits must equal the resident table's, and the stats must show the cache at work. And a chat through
 GpuBackend (greedy steps read back one by one, prompts ending at state checkpoints) answers as with the table
-resident, while queueing a greedy step ahead is refused.
+resident, while queueing a greedy step ahead is refused. Left to the planner, a tight budget takes the rows on demand
+by itself.
 """
 import asyncio
 
@@ -174,3 +175,69 @@ def test_a_chat_with_rows_on_demand_answers_as_with_the_table_resident(stores, f
     assert rows["turns"][1]["prefilled"] == resident["turns"][1]["prefilled"]
     assert rows["cache"]["misses"] > SLOTS and rows["cache"]["hits"] > 0
     assert "cannot be queued ahead" in rows["queued"]
+
+
+AUTO_STEM = "qwen3vocab-qwen3moe"  # a 151,936-row table: 5.2 MB of the ~12.6 MB the smallest resident plan needs
+AUTO_CODE = r'''
+from pathlib import Path
+
+from py_engine.engine.budget import BudgetTooSmall
+from py_engine.engine.store_decoder import StoreDecoder
+from py_engine.store.local import DirectorySink
+
+IDS, STEPS = [9707, 11, 1879, 0, 151643, 42], [3, 151935, 3]
+
+
+async def run(args, **opts):
+    dec = await StoreDecoder.open_store(DirectorySink(Path(args["store"])), n_ctx=256, prefill_chunk=8, **opts)
+    try:
+        rows = [await dec.step_prompt(IDS)]
+        for t in STEPS:
+            rows.append(await dec.step(t))
+        return {"embedding": dec.stats["embedding"], "budget": dec.plan.to_dict(), "gpu_bytes": dec.stats["gpu_bytes"],
+                "rows": rows}
+    finally:
+        dec.release()
+
+
+def max_diff(a, b):
+    return max(max(abs(x - y) for x, y in zip(ra, rb)) for ra, rb in zip(a["rows"], b["rows"]))
+
+
+async def main(args):
+    base = await run(args, budget_bytes="min", embedding_rows=0)  # the smallest plan with the table resident
+    need, stride = base["budget"]["budget"], base["budget"]["slot_stride"]
+    out = {"need": need, "base": {k: v for k, v in base.items() if k != "rows"}}
+    for tag, budget, rows in (("short", need - 1, None), ("share", need + 10 * stride, None),
+                              ("kept", need + 10 * stride, 0)):
+        got = await run(args, budget_bytes=budget, embedding_rows=rows)
+        out[tag] = dict({k: v for k, v in got.items() if k != "rows"}, diff=max_diff(base, got))
+    try:
+        await run(args, budget_bytes=need - base["embedding"]["table_bytes"])
+        out["refused"] = None
+    except BudgetTooSmall as e:
+        out["refused"] = str(e)
+    return out
+'''
+
+
+def test_a_tight_budget_takes_the_rows_by_itself(stores):
+    out = run_in_node(AUTO_CODE, {"store": str(stores / AUTO_STEM)}, mounts=[stores], timeout=600)
+    need, base = out["need"], out["base"]
+    table = base["embedding"]["table_bytes"]
+    assert base["embedding"]["mode"] == "resident" and table > need // 3
+    short, share, kept = out["short"], out["share"], out["kept"]
+    # one byte short of the resident minimum: the rows come on demand, and the freed bytes become expert slots
+    assert short["embedding"]["mode"] == "rows" and short["embedding"]["reason"] == \
+        "the budget cannot hold the table resident"
+    assert short["budget"]["slots"] > base["budget"]["slots"] and short["budget"]["total"] <= need - 1
+    assert short["gpu_bytes"]["total"] <= short["budget"]["total"]
+    # a partial pool with the table over 1/16 of the budget: rows on demand; asked to keep it: resident
+    assert share["embedding"]["mode"] == "rows" and "of the budget" in share["embedding"]["reason"]
+    assert kept["embedding"]["mode"] == "resident" and not kept["budget"]["full"]
+    assert share["budget"]["slots"] > kept["budget"]["slots"]
+    for tag in ("short", "share", "kept"):
+        assert out[tag]["diff"] <= LOGIT_TOL, (tag, out[tag]["diff"])
+    # too small even with the rows on demand: refused with the smaller minimum that plan needs
+    assert out["refused"] is not None and "give at least" in out["refused"]
+    assert int(out["refused"].split("give at least ")[1].split(" ")[0]) < need
