@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..gguf import GGMLType
 from ..residency.row_table import RowTable
+from .budget import BudgetTooSmall
 from ..store.layout import DENSE_FILE
 
 TABLE = "token_embd.weight"
@@ -108,36 +109,41 @@ class EmbeddingAsk:
 def plan_embedding_rows(ask: EmbeddingAsk, resident_plan) -> EmbeddingChoice:
     """The choice for `ask`; `resident_plan()` is the budget plan with the table resident (raises
     budget.BudgetTooSmall when it does not fit). A forced choice the model cannot take raises ValueError."""
+    def resident(reason):
+        return EmbeddingChoice(0, ask.table_bytes, 0, reason)
+
     def rows(slots, reason):
         slots = min(slots, ask.rows)
         return EmbeddingChoice(slots, ask.table_bytes, cache_bytes(ask.rows, ask.cols, slots), reason)
 
-    resident = EmbeddingChoice(0, ask.table_bytes, 0, "")
     if ask.asked is not None:
         if ask.asked == 0:
-            return EmbeddingChoice(0, ask.table_bytes, 0, "asked: resident")
+            return resident("asked: resident")
         if ask.why_not is not None:
             raise ValueError(f"the token table's rows cannot come on demand: {ask.why_not}")
         if min(ask.asked, ask.rows) < min(ask.chunk, ask.rows):
             raise ValueError(f"embedding_rows {ask.asked} is fewer than the prefill chunk's {ask.chunk} tokens: give "
                              f"at least {ask.chunk} rows, or a smaller prefill chunk")
         return rows(ask.asked, "asked")
+    if ask.why_not is not None:
+        return resident(ask.why_not)
     budget = ask.budget_bytes
-    if ask.why_not is not None or not isinstance(budget, int) or isinstance(budget, bool):
-        return EmbeddingChoice(0, ask.table_bytes, 0, ask.why_not or "no budget set")
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        return resident("no budget in bytes" if budget is None else f"budget {budget!r}: sized with the table resident")
     slots = min(max(DEFAULT_EMBEDDING_ROWS, ask.chunk), ask.rows)
     if cache_bytes(ask.rows, ask.cols, slots) >= ask.table_bytes:
-        return EmbeddingChoice(0, ask.table_bytes, 0, "a row cache would take no fewer bytes than the table")
-    from .budget import BudgetTooSmall
-
+        return resident("a row cache would take no fewer bytes than the table")
     try:
         plan = resident_plan()
     except BudgetTooSmall:
         return rows(slots, "the budget cannot hold the table resident")
-    if not plan.full and ask.table_bytes > EMBEDDING_BUDGET_SHARE * budget:
-        return rows(slots, f"the table would take {ask.table_bytes / budget:.1%} of the budget, more than "
+    share = ask.table_bytes / budget
+    if plan.full:
+        return resident("the budget holds the table and every expert")
+    if share > EMBEDDING_BUDGET_SHARE:
+        return rows(slots, f"the table would take {share:.1%} of the budget, more than "
                            f"{EMBEDDING_BUDGET_SHARE:.2%}, with a partial expert pool")
-    return resident
+    return resident(f"the table takes {share:.1%} of the budget, at most {EMBEDDING_BUDGET_SHARE:.2%}")
 
 
 class DensePlaneRows:

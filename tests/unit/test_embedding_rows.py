@@ -46,10 +46,12 @@ def test_a_tight_budget_takes_the_rows_on_demand_and_gains_expert_slots():
 
 def test_a_roomy_budget_keeps_the_table_resident():
     share_edge = int(TABLE / EMBEDDING_BUDGET_SHARE)  # above it the table is a small share of the budget
-    assert not choose(share_edge + GB).on_demand  # partial pool, but the table is under the share
-    assert not choose(64 * GB).on_demand  # every expert resident: nothing to gain
+    under = choose(share_edge + GB)  # partial pool, but the table is under the share
+    assert not under.on_demand and under.reason == "the table takes 5.6% of the budget, at most 6.25%"
+    roomy = choose(64 * GB)  # every expert resident: nothing to gain
+    assert not roomy.on_demand and roomy.reason == "the budget holds the table and every expert"
     assert choose(share_edge - GB).on_demand
-    assert not choose(None).on_demand and not choose("min").on_demand  # no budget to fit
+    assert choose(None).reason == "no budget in bytes" and not choose("min").on_demand  # no budget to fit
 
 
 def test_a_budget_too_small_for_the_resident_table_tries_the_rows():
