@@ -181,8 +181,11 @@ AUTO_STEM = "qwen3vocab-qwen3moe"  # a 151,936-row table: 5.2 MB of the ~12.6 MB
 AUTO_CODE = r'''
 from pathlib import Path
 
+from functools import partialmethod
+
 from py_engine.engine.budget import BudgetTooSmall
 from py_engine.engine.store_decoder import StoreDecoder
+from py_engine.residency import row_cache
 from py_engine.store.local import DirectorySink
 
 IDS, STEPS = [9707, 11, 1879, 0, 151643, 42], [3, 151935, 3]
@@ -194,8 +197,9 @@ async def run(args, **opts):
         rows = [await dec.step_prompt(IDS)]
         for t in STEPS:
             rows.append(await dec.step(t))
+        planes = len(dec.embedding_rows.gpu_cache.planes) if dec.embedding_rows is not None else 0
         return {"embedding": dec.stats["embedding"], "budget": dec.plan.to_dict(), "gpu_bytes": dec.stats["gpu_bytes"],
-                "rows": rows}
+                "rows": rows, "planes": planes}
     finally:
         dec.release()
 
@@ -212,6 +216,14 @@ async def main(args):
                               ("kept", need + 10 * stride, 0)):
         got = await run(args, budget_bytes=budget, embedding_rows=rows)
         out[tag] = dict({k: v for k, v in got.items() if k != "rows"}, diff=max_diff(base, got))
+    # the cache's slots over several buffers (a binding limit of 5 rows): each plane's dispatch writes its rows
+    init = row_cache.GpuRowCache.__init__
+    row_cache.GpuRowCache.__init__ = partialmethod(init, max_binding_bytes=5 * args["row_bytes"])
+    try:
+        got = await run(args, embedding_rows=16)
+    finally:
+        row_cache.GpuRowCache.__init__ = init
+    out["planes"] = dict({k: v for k, v in got.items() if k != "rows"}, diff=max_diff(base, got))
     try:
         await run(args, budget_bytes=need - base["embedding"]["table_bytes"])
         out["refused"] = None
@@ -222,7 +234,8 @@ async def main(args):
 
 
 def test_a_tight_budget_takes_the_rows_by_itself(stores):
-    out = run_in_node(AUTO_CODE, {"store": str(stores / AUTO_STEM)}, mounts=[stores], timeout=600)
+    args = {"store": str(stores / AUTO_STEM), "row_bytes": 36}  # 32 codes + 2 B of scales padded to 4
+    out = run_in_node(AUTO_CODE, args, mounts=[stores], timeout=600)
     need, base = out["need"], out["base"]
     table = base["embedding"]["table_bytes"]
     assert base["embedding"]["mode"] == "resident" and table > need // 3
@@ -236,7 +249,8 @@ def test_a_tight_budget_takes_the_rows_by_itself(stores):
     assert share["embedding"]["mode"] == "rows" and "of the budget" in share["embedding"]["reason"]
     assert kept["embedding"]["mode"] == "resident" and not kept["budget"]["full"]
     assert share["budget"]["slots"] > kept["budget"]["slots"]
-    for tag in ("short", "share", "kept"):
+    assert out["planes"]["planes"] == 4 and out["planes"]["embedding"]["slots"] == 16  # 5 + 5 + 5 + 1 slots
+    for tag in ("short", "share", "kept", "planes"):
         assert out[tag]["diff"] <= LOGIT_TOL, (tag, out[tag]["diff"])
     # too small even with the rows on demand: refused with the smaller minimum that plan needs
     assert out["refused"] is not None and "give at least" in out["refused"]
