@@ -248,8 +248,10 @@ class CachedEmbedding:
 
     def summary(self) -> dict:
         st = dict(self.cache.stats)
+        found = st["hits"] + st["late_hits"]
         st.update(slots=self.cache.slots, resident=self.cache.resident, reads=self.table.reads,
-                  bytes_read=self.table.bytes_read)
+                  bytes_read=self.table.bytes_read,
+                  hit_rate=found / (found + st["misses"]) if found + st["misses"] else None)
         return st
 
     def release(self):
