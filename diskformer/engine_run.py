@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cpu-tier", type=int, default=0, metavar="N",
                     help="with --store: N CPU workers compute the misses the cost model places on the CPU instead "
                          "of uploading them (per-layer routing; default 0: off)")
+    ap.add_argument("--embedding-rows", type=int, default=None, metavar="S",
+                    help="with --store: the token table stays on disk and its rows come through a GPU cache of S "
+                         "rows (0: the table resident; default: the budget decides)")
     ap.add_argument("--kv", choices=("f16", "f32"), default="f16", help="KV cache precision (default f16)")
     ap.add_argument("--n-ctx", type=int, default=2048, help="KV cache positions (default 2048, capped by the model)")
     ap.add_argument("--logits-out", type=Path, default=None, help="write every step's raw f32 logits to this file")
@@ -104,6 +107,8 @@ def engine_args(args) -> tuple[dict, list]:
             run["routing"] = "per_layer"
         if args.cpu_tier:
             run.update(cpu_tier=args.cpu_tier, cpu_tier_url=CPU_TIER_POOL.as_uri())
+        if args.embedding_rows is not None:
+            run["embedding_rows"] = args.embedding_rows
         mounts = [store]
     else:
         model = Path(args.model).resolve()
@@ -143,6 +148,10 @@ def main(argv) -> int:
     if args.cpu_tier < 0:
         print(f"diskformer run: --cpu-tier takes a number of CPU workers (0: off), not {args.cpu_tier}",
               file=sys.stderr)
+        return 2
+    if args.embedding_rows is not None and (args.store is None or args.embedding_rows < 0):
+        print("diskformer run: --embedding-rows takes the row cache's size (0: the table resident) and applies to "
+              "--store runs", file=sys.stderr)
         return 2
     if args.no_gpu_routing and args.store is None:
         print("diskformer run: --no-gpu-routing applies to --store runs (a GGUF file runs with every expert "

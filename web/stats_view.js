@@ -44,12 +44,16 @@ function hitRate(s) {
 }
 
 // The miss path's figures when experts stream: the share of misses computed on the CPU (with the CPU tier on) and
-// the rates of the record reads and the GPU uploads.
+// the rates of the record reads and the GPU uploads; and the token rows' hit rate when they come on demand.
 function streamedParts(s) {
   const parts = [];
   if (Number.isFinite(s.cpu_share_of_misses)) parts.push(`CPU ${(100 * s.cpu_share_of_misses).toFixed(1)} % of misses`);
   if (Number.isFinite(s.read_bytes_per_s)) parts.push(`read ${formatBytes(s.read_bytes_per_s)}/s`);
   if (Number.isFinite(s.upload_bytes_per_s)) parts.push(`upload ${formatBytes(s.upload_bytes_per_s)}/s`);
+  // the token table's rows on demand (a tight GPU budget): how often a token's row was already in the cache
+  if (Number.isFinite(s.embedding_row_hit_rate)) {
+    parts.push(`token rows ${(100 * s.embedding_row_hit_rate).toFixed(1)} % hit`);
+  }
   return parts;
 }
 

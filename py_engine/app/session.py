@@ -149,6 +149,8 @@ class Session:
                                "budget_bytes": budget, "path": mode,
                                "experts": ("resident" if plan is None or plan.full else "streamed"),
                                "pool": plan.to_dict() if plan is not None else None,
+                               # the store engine's token table: resident, or its rows on demand (and why)
+                               "embedding": decoder.stats.get("embedding"),
                                "load_seconds": time.perf_counter() - t0,
                                "gpu_setup": dict(self._setup_info or {}, pipelines_compiled=self.pipelines.compiled,
                                                  weights_bytes=decoder.stats.get("weights_bytes")),
@@ -328,7 +330,9 @@ class Session:
         streamer = d.get("streamer")  # the store engine's expert streamer (absent: every expert resident)
         streamed = streamer is not None and d.get("mode") == "partial"
         readers = getattr(getattr(m.decoder, "reader", None), "pool", None)
+        rows = d.get("embedding_rows")  # the token table's row cache, when its rows come on demand
         return {"gpu_bytes": m.backend.gpu_bytes(), "weights_bytes": d.get("weights_bytes"),
+                "embedding_row_hit_rate": rows.get("hit_rate") if rows else None,
                 "kv_bytes": d.get("kv_bytes"), "ms_per_token": d.get("ms_per_token"),
                 "experts": "streamed" if streamed else "resident",
                 "expert_hit_rate": streamer.get("hit_rate") if streamed else None,

@@ -176,9 +176,10 @@ class GpuBackend:
     async def prefill_checkpoint(self, ids, start_pos: int) -> None:
         """prefill(ids) without the logits of its last token, then save_checkpoint() (optional protocol method): the
         part of a prompt that ends at a checkpoint needs no readback and no separate last step. A store decoder that
-        routes through the CPU runs fed tokens only at its next step: that one steps as prefill does."""
+        routes through the CPU (or reads embedding rows on demand) runs fed tokens only at its next step: that one
+        steps as prefill does."""
         ids = [int(i) for i in ids]
-        if getattr(self.decoder, "routing", "gpu") != "gpu" or self._queued is not None or len(ids) < 2:
+        if getattr(self.decoder, "feeds_at_step", False) or self._queued is not None or len(ids) < 2:
             await self.prefill(ids, start_pos)
         else:
             await self._collect_stale()

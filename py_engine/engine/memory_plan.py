@@ -8,10 +8,15 @@ from ..models.cache import STATE_BUFFERS, kv_cache_bytes
 from .budget import BudgetInputs, BudgetPlan, min_pool_bytes, plan_budget
 from .checkpoints import checkpoint_bytes
 from .decoder import default_prefill_chunk
+from .embedding_rows import EmbeddingAsk, EmbeddingChoice, plan_embedding_rows, table_planes, why_resident
 from .expert_pool import MAX_TOP_K, ExpertPool
 from .lookahead import RouterLookAhead
 from .prefill import chunk_bytes
 from .store_weights import dense_gpu_bytes
+
+
+def _round4(n: int) -> int:
+    return (n + 3) & ~3
 
 GUARD_DISPATCHES_PER_LAYER = 48  # qwen3moe records 14 per layer, qwen35moe ~25 (+ 3 per pool buffer)
 # The prefill chunk's work buffers take at most this share of a GPU budget: a small budget keeps its bytes for the
@@ -66,15 +71,19 @@ class MemoryPlan:
     lookahead_dispatches: int  # its dispatches per layer (for the early-stop arguments)
     guard_allowance: int  # bytes of early-stop indirect arguments the budget holds
     checkpoints: int = 0  # copies of the recurrent state kept at turn boundaries (counted with the KV cache)
+    # the token table resident, or its rows on demand through a row cache (embedding_rows.py; counted: the table's
+    # planes out of `dense`, the cache in `work`)
+    embedding: EmbeddingChoice = None
 
     @property
     def full(self) -> bool:
         return self.budget.full
 
 
-def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
+def plan_memory(model, manifest, gpu, opts, header=None) -> MemoryPlan:
     """The budget split of `model` (its work buffers not yet allocated) over the store `manifest` under
-    StoreOptions `opts`; raises budget.BudgetTooSmall with the numbers."""
+    StoreOptions `opts`; raises budget.BudgetTooSmall with the numbers. `header` (the store's GGUF header) lets the
+    token table's rows come on demand (embedding_rows.py); without it the table stays resident."""
     cfg = model.cfg
     n_ctx = min(opts.n_ctx, cfg.n_ctx_train) if cfg.n_ctx_train else opts.n_ctx
     bufs = model.work_buffers()
@@ -94,15 +103,35 @@ def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
             + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, opts.upload, opts.ring_buffers))
     dense = dense_gpu_bytes(manifest)
     kv_state = kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, opts.kv_format) + state
-    rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
-    chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
-    chunk = fit_prefill_chunk(model, chunk, opts.budget_bytes, rest)
-    work += chunk_bytes(model, chunk)
-    checkpoints = fit_checkpoints(model, opts.state_checkpoints, opts.budget_bytes, rest + chunk_bytes(model, chunk))
-    kv_state += checkpoint_bytes(model, checkpoints)
-    budget = plan_budget(opts.budget_bytes, BudgetInputs(
-        dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer,
-        n_experts=cfg.n_expert, top_k=cfg.n_expert_used, max_binding=gpu.max_binding,
-        max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
-        pool_fraction=opts.pool_fraction))
-    return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints)
+    asked_chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
+
+    def split(dense, work):
+        """(chunk, checkpoints, budget plan) with the dense planes and work buffers of `dense` and `work` bytes."""
+        rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
+        chunk = fit_prefill_chunk(model, asked_chunk, opts.budget_bytes, rest)
+        checkpoints = fit_checkpoints(model, opts.state_checkpoints, opts.budget_bytes,
+                                      rest + chunk_bytes(model, chunk))
+        budget = plan_budget(opts.budget_bytes, BudgetInputs(
+            dense=dense, kv_state=kv_state + checkpoint_bytes(model, checkpoints),
+            work=work + chunk_bytes(model, chunk), record_bytes=record, n_layers=cfg.n_layer,
+            n_experts=cfg.n_expert, top_k=cfg.n_expert_used,
+            max_binding=gpu.max_binding, max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
+            pool_fraction=opts.pool_fraction))
+        return chunk, checkpoints, budget
+
+    planes = table_planes(manifest)
+    ask = EmbeddingAsk(opts.embedding_rows, opts.budget_bytes,
+                       why_resident(header, manifest) if header is not None else "the model's header was not given",
+                       cfg.n_vocab, cfg.n_embd, sum(_round4(p["nbytes"]) for p in planes.values()), asked_chunk)
+    resident = {}
+
+    def resident_plan():
+        resident["split"] = split(dense, work)
+        return resident["split"][2]
+
+    embedding = plan_embedding_rows(ask, resident_plan)
+    if embedding.on_demand:
+        chunk, checkpoints, budget = split(dense - embedding.table_bytes, work + embedding.cache_bytes)
+    else:
+        chunk, checkpoints, budget = resident.get("split") or split(dense, work)
+    return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints, embedding)

@@ -11,7 +11,8 @@ Instead of "model", "store": FOLDER runs from a model store with the experts str
 "previous"), "lookahead_source" ("h" | "xn"), "prefetch_wait" (bool), "pool_fraction", "max_pool_buffer" (cap
 one pool buffer, to split small pools), "verify_pool" (check every slot afterwards) and "cpu_tier" (CPU workers
 computing misses; "cpu_tier_place" "cost" | "all", "cpu_tier_max" per layer, "cpu_tier_url" the file URL of
-web/cpu_tier/pool.js). "prefill_chunk": prompt
+web/cpu_tier/pool.js), "embedding_rows" (the token table's rows on demand through that many cache slots; 0:
+resident; absent: the budget decides). "prefill_chunk": prompt
 tokens per batched prefill chunk (default: 256 on a GPU, 64 on a CPU adapter; 1 = token by token), for either kind
 of job; "ops_per_submit": submit
 replays in pieces of that many ops (0: one submit; default: by adapter, see gpu/device.py), with "lead_ops" the
@@ -96,7 +97,7 @@ async def open_store_job(job: dict, gpu, pipelines):
         prefetch_wait=bool(job.get("prefetch_wait", False)), q8_act=job.get("act", "q8") == "q8",
         cpu_tier=int(job.get("cpu_tier", 0)), cpu_tier_place=job.get("cpu_tier_place", "cost"),
         cpu_tier_max=job.get("cpu_tier_max"),
-        cpu_tier_url=job.get("cpu_tier_url"))
+        cpu_tier_url=job.get("cpu_tier_url"), embedding_rows=job.get("embedding_rows"))
 
 
 async def run_job(job: dict, gpu, pipelines) -> dict:
@@ -147,7 +148,7 @@ async def run(args: dict) -> dict:
     run_args["top"] = run_args["top"] or 5
     job = {k: v for k, v in args.items()
            if k in ("model", "kv", "n_ctx", "lane_cap", "store", "budget", "upload", "routing", "prefill_chunk",
-                    "check_records", "cpu_tier", "cpu_tier_url")}
+                    "check_records", "cpu_tier", "cpu_tier_url", "embedding_rows")}
     job["runs"] = [run_args]
     res = await run_job(job, gpu, pipelines)
     out = res["runs"][0]

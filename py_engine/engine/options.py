@@ -73,9 +73,15 @@ class StoreOptions(DecodeOptions):
     cpu_tier_place: str = "cost"
     cpu_tier_max: int = None
     cpu_tier_url: str = None
+    # the token table's rows on demand through a row cache of this many slots (engine/embedding_rows.py): None lets
+    # the memory planner choose (rows on demand under a tight budget), 0 keeps the table resident
+    embedding_rows: int = None
 
     def validate(self):
         super().validate()
+        if self.embedding_rows is not None and (not isinstance(self.embedding_rows, int) or self.embedding_rows < 0):
+            raise ValueError(f"embedding_rows {self.embedding_rows!r}: give the row cache's slots, 0 to keep the "
+                             "token table resident, or None to let the budget decide")
         for name, value, allowed in (("routing", self.routing, ROUTINGS), ("prefetch_guess", self.prefetch_guess,
                                      GUESSES), ("lookahead_source", self.lookahead_source, LOOKAHEAD_SOURCES)):
             if value not in allowed:

@@ -20,22 +20,28 @@ How a token runs depends on the pool size:
   that costs more than a sync per layer; on lavapipe a resume costs ~15 ms against ~2 ms per layer sync).
 - **CPU expert tier** (StoreOptions(cpu_tier=N), cpu_tier_path.py): per-layer routing, where the misses the cost
   model places on the CPU are computed by its workers and their weighted sum added on the GPU.
+- **token table rows on demand** (StoreOptions(embedding_rows=S), or the memory plan's choice under a tight budget:
+  embedding_rows.py): the table stays in the store; the ids each submit embeds are looked up in a row cache first
+  (missing rows read and uploaded), so fed tokens wait for the next step even with a full pool, and greedy steps are
+  never queued ahead (the next id must be known on the host).
 In every partial mode each layer's attention or DeltaNet part runs exactly once per token (never re-run on a
 resume), misses are read from the store and uploaded through the staging ring (or writeBuffer), and the residency
 map is flushed to the GPU before the submit that routes through it.
 """
 import array
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 
 from ..gguf.types import GGMLType
 from ..gpu.buffers import COPY_DST, MAP_READ, UNIFORM, create_buffer
-from ..gpu.commands import DispatchList, check_errors, track_errors
+from ..gpu.commands import DispatchList, check_errors, helper, track_errors
 from ..gpu.device import open_gpu
 from ..gpu.pipelines import GpuErrorScope, Pipelines
 from ..models.cache import Activations, KVCache
 from ..models.registry import architecture
 from .early_stop import GuardedToken
+from .embedding_rows import TABLE, CachedEmbedding
 from .decoder import Decoder
 from .cpu_tier_path import CpuTierPath
 from .expert_pool import MAX_TOP_K, ExpertPool, StreamingKernels
@@ -56,6 +62,7 @@ class StoreDecoder(Decoder):
     chains = False  # a token may stop at a layer whose experts are not resident: no step queued behind it
     whole_prompts = False  # the prompt's last token takes step (its layers may page experts in)
     kernels_class = StreamingKernels  # a measurement may record more around the residency checks (lab/)
+    embedding_rows = None  # a CachedEmbedding when the token table's rows come on demand (embedding_rows.py)
 
     @classmethod
     async def open_store(cls, sink, gpu=None, pipelines=None, options: StoreOptions = None, reader=None,
@@ -75,13 +82,17 @@ class StoreDecoder(Decoder):
         gpu = gpu or await open_gpu()
         track_errors(gpu)
         pipelines = pipelines or Pipelines(gpu)
-        mem = plan_memory(model, manifest, gpu, opts)
+        mem = plan_memory(model, manifest, gpu, opts, header)
         plan = mem.budget
         # Node: records read in parallel through Node's fs (node_reader.py); elsewhere the sink's reads
         reader = reader or await record_reader_for(sink, manifest) or StoreRecordReader(sink, manifest)
         reader = with_record_checks(sink, reader)  # readers that bypass a checking sink check records too
         loader = StoreWeightLoader(gpu, manifest, header, sink)
         async with GpuErrorScope(gpu, "loading the model from its store"):
+            rows = None
+            if mem.embedding.on_demand:  # the token table stays in the store; its rows come through a row cache
+                rows = loader.on_demand[TABLE] = CachedEmbedding(gpu, sink, manifest, cfg.n_vocab, cfg.n_embd,
+                                                                 mem.embedding.slots, pipelines)
             model.load(loader)
             # the dense planes, then (a full pool) every expert record: one count of bytes for the page
             meter = meter_for(opts.upload_progress, loader.bytes_planned + (
@@ -111,6 +122,7 @@ class StoreDecoder(Decoder):
             opts = replace(opts, routing="per_layer")  # the tier serves the misses of the per-layer loop
         dec = cls(gpu, pipelines, model, loader, acts, cache, pool.slot_map, step_buf, opts.kv_format)
         dec.pool, dec.plan, dec.reader, dec.cpu_tier = pool, plan, reader, cpu
+        dec.embedding_rows = rows
         dec.kern = cls.kernels_class(gpu, pipelines, step_buf, pool, lane_cap=opts.lane_cap,
                                     kv_format=opts.kv_format, q8_act=opts.q8_act)
         if cpu is not None:
@@ -126,7 +138,7 @@ class StoreDecoder(Decoder):
                          lookahead_source=opts.lookahead_source if dec.lookahead is not None else None,
                          prefetch_wait=opts.prefetch_wait, guessed=0, guess_hits=0, syncs=0, steps=0, resumes=0,
                          early_stop_tokens=0, per_layer_tokens=0, per_layer_steps=0,
-                         gpu_bytes=dec._gpu_bytes_used(mem.state_bytes))
+                         embedding=mem.embedding.to_dict(), gpu_bytes=dec._gpu_bytes_used(mem.state_bytes))
         return dec
 
     async def _record(self, opts, mem):
@@ -183,7 +195,8 @@ class StoreDecoder(Decoder):
                 "early_stop": self.guarded.gpu_bytes if self.guarded is not None else 0,
                 "prefill": self.prefill.nbytes if self.prefill is not None else 0,
                 "lookahead": self.lookahead.nbytes if self.lookahead is not None else 0,
-                "cpu_tier": self.cpu_tier.nbytes if self.cpu_tier is not None else 0}
+                "cpu_tier": self.cpu_tier.nbytes if self.cpu_tier is not None else 0,
+                "embedding_rows": self.embedding_rows.nbytes if self.embedding_rows is not None else 0}
         used["total"] = sum(used.values())
         return used
 
@@ -192,24 +205,60 @@ class StoreDecoder(Decoder):
         super().reset()
         self._pending.clear()
 
+    @property
+    def feeds_at_step(self) -> bool:
+        """Fed tokens wait for the next step: their layers page experts in, or their embedding rows are read first."""
+        return self.routing != "gpu" or self.embedding_rows is not None
+
+    def _rows(self, ids):
+        """The embedding rows of `ids` pinned around the submits inside the block (rows on demand), else nothing."""
+        return self.embedding_rows.pinned(ids) if self.embedding_rows is not None else nullcontext()
+
     def feed(self, tokens) -> None:
-        if self.routing == "gpu":
+        if not self.feeds_at_step:
             return super().feed(tokens)
         tokens = [int(t) for t in tokens]
         self._check_tokens(tokens)
-        for t in tokens:  # run at the next step(): each needs per-layer syncs
+        for t in tokens:  # run at the next step()
             self._pending.append((t, self.pos))
             self.pos += 1
+
+    async def _feed_resident(self):
+        """Every expert resident, rows on demand: the fed tokens, a chunk (or a token) at a time, each chunk's rows
+        pinned around its submit."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        tokens, pos0 = [t for t, _ in pending], pending[0][1]
+        t0 = time.perf_counter()
+        per = self.prefill.T if self.prefill is not None else 1
+        for s in range(0, len(tokens), per):
+            part = tokens[s:s + per]
+            async with self._rows(part):
+                if len(part) > 1:
+                    self.prefill.feed(part, pos0 + s)
+                else:
+                    helper().feed(self.gpu.device, self.step_buf, part, pos0 + s, self.dl.ops)
+        self.stats["tokens"] += len(tokens)
+        self.stats["step_ms_total"] += (time.perf_counter() - t0) * 1e3
 
     async def step(self, token: int) -> array.array:
         self.stats["steps"] += 1
         if self.routing == "gpu":
-            return await super().step(token)
+            if self.embedding_rows is None:
+                return await super().step(token)
+            self._check_tokens([token])
+            await self._feed_resident()
+            async with self._rows([token]):
+                return await super().step(token)
         self._check_tokens([token])
         t0 = time.perf_counter()
         pending, self._pending = self._pending, []
         if self.prefill is not None and len(pending) > 1:  # batched: one routed-ids readback per chunk and layer
-            await self.prefill.run_streamed([t for t, _ in pending], pending[0][1], self.stats)
+            tokens, pos0 = [t for t, _ in pending], pending[0][1]
+            for s in range(0, len(tokens), self.prefill.T):
+                async with self._rows(tokens[s:s + self.prefill.T]):
+                    await self.prefill.run_streamed(tokens[s:s + self.prefill.T], pos0 + s, self.stats)
             self.stats["tokens"] += len(pending)
             pending = []
         for t, p in pending:
@@ -228,23 +277,48 @@ class StoreDecoder(Decoder):
         submit, 8 bytes back), else from the logits the routing paths read back anyway."""
         if self.routing == "gpu":
             self.stats["steps"] += 1
-            return await super().step_argmax(token)
+            if self.embedding_rows is None:
+                return await super().step_argmax(token)
+            self._check_tokens([token])
+            await self._feed_resident()
+            async with self._rows([token]):
+                return await super().step_argmax(token)
         logits = await self.step(token)
         best = max(logits)
         return logits.index(best), best  # the lowest id holding the maximum, as the GPU kernel
+
+    # a queued greedy step takes its token from the GPU's argmax: with rows on demand the host must know every id
+    # before its submit (to read its row), so steps are read back one by one (step_argmax)
+    def _refuse_queue(self):
+        if self.embedding_rows is not None:
+            raise RuntimeError("the token table's rows come on demand: each token's id must be known before its step "
+                               "is submitted, so greedy steps cannot be queued ahead; use step_argmax")
+
+    def launch_argmax(self, token=None):
+        self._refuse_queue()
+        return super().launch_argmax(token)
+
+    def launch_argmax_run(self, k: int, token=None):
+        self._refuse_queue()
+        return super().launch_argmax_run(k, token)
+
+    def launch_prompt_argmax(self, ids):
+        self._refuse_queue()
+        return super().launch_prompt_argmax(ids)
 
     async def _run_token(self, token, pos, want_logits):
         """Early stop while few layers miss (one sync per token when none does), else per-layer syncs (each
         resume of an early stop re-submits the rest of the token, which costs more than a sync per layer when most
         layers miss). "auto" follows the recent share of layers that missed."""
         early = self.routing == "early_stop" or (self.routing == "auto" and self._miss_rate < self.auto_threshold)
-        if early:
-            self.stats["early_stop_tokens"] += 1
-            data, missed = await self.early_stop.run(token, pos, want_logits)
-        else:
-            self.stats["per_layer_tokens"] += 1
-            self.stats["per_layer_steps"] += int(want_logits)
-            data, missed = await self.per_layer.run(token, pos, want_logits)
+        async with self._rows([token]):
+            if early:
+                self.stats["early_stop_tokens"] += 1
+                data, missed = await self.early_stop.run(token, pos, want_logits)
+            else:
+                self.stats["per_layer_tokens"] += 1
+                self.stats["per_layer_steps"] += int(want_logits)
+                data, missed = await self.per_layer.run(token, pos, want_logits)
         self._miss_rate = 0.8 * self._miss_rate + 0.2 * missed / len(self.kern.splits)
         return data
 
@@ -261,6 +335,8 @@ class StoreDecoder(Decoder):
             self.guarded.release()
         if self.lookahead is not None:
             self.lookahead.release()
+        if self.embedding_rows is not None:
+            self.embedding_rows.release()
 
     def summary(self) -> dict:
         s = super().summary()
@@ -273,6 +349,7 @@ class StoreDecoder(Decoder):
         # (every guess, resident or not); streamer.prefetch_accuracy = share of prefetch reads later demanded
         s["guess_accuracy"] = s["guess_hits"] / s["guessed"] if s.get("guessed") else None
         s["uploads"] = {"count": self.pool.uploads.uploads, "bytes": self.pool.uploads.bytes}
+        s["embedding_rows"] = self.embedding_rows.summary() if self.embedding_rows is not None else None
         s["cpu_tier"] = (self.cpu_tier.summary(self.pool.streamer.counters, s.get("tokens") or 0)
                          if self.cpu_tier is not None else None)
         return s

@@ -72,6 +72,7 @@ class StoreWeightLoader:
         self._fills = []  # (buffer, file, offset, nbytes, offset in the buffer)
         self.bytes_uploaded = 0
         self.bytes_planned = 0
+        self.on_demand = {}  # tensor name -> what stands for it instead of its planes (embedding_rows.py)
 
     def has(self, name: str) -> bool:
         return name in self.header.tensors_by_name
@@ -106,6 +107,8 @@ class StoreWeightLoader:
         t = self.header.tensor(name)
         if expect_shape is not None and tuple(t.shape) != tuple(expect_shape):
             raise ValueError(f"{name}: shape {t.shape}, expected {expect_shape}")
+        if name in self.on_demand:
+            return self.on_demand[name]
         cols = t.dims[0]
         if t.type == GGMLType.Q8_0:
             fmt = "q8"

@@ -254,6 +254,8 @@ class ChunkKernels:
         self.flops += 2 * 2 * rows * gate.cols * k * self.T
 
     def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd"):
+        if hasattr(table, "record_embed_rows"):  # rows on demand through a row cache (engine/embedding_rows.py)
+            return table.record_embed_rows(self, dl, ids, y, label)
         table.require_whole("embed_rows")
         for row0, n, bufs in table.bands:
             self.record(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {1: self.chunk, 2: y, **bufs, 5: ids},

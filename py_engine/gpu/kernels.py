@@ -373,6 +373,8 @@ class Kernels:
         self.record(dl, "rmsnorm_q8.wgsl", {}, {1: x, 2: w, 3: y, 4: xq}, (rows, 1), label, params)
 
     def embed(self, dl, table: GpuMatrix, y, label="embed"):
+        if hasattr(table, "record_embed"):  # rows on demand through a row cache (engine/embedding_rows.py)
+            return table.record_embed(self, dl, y, label)
         for row0, n, bufs in table.bands:
             self.record(dl, "embed.wgsl", {"WFMT": table.fmt}, {1: self.step, 2: y, **bufs},
                         (table.cols + 255) // 256, label, {"n": table.cols, "row_base": row0, "rows": n})

@@ -262,3 +262,9 @@ class GpuRowCache:
                                                   5: status_buffer}, f"row_gather.{b}")
             dispatches.dispatch(pipe, bg, -(-row_words // 64), n_ids, 1, f"row_gather plane {b}")
         return dispatches
+
+    def release(self):
+        for b in self.planes + [self.map_buffer] + list(self._params.values()):
+            b.destroy()
+        self.planes, self._params = [], {}
+        self.uploads.release()

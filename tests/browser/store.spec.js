@@ -179,6 +179,36 @@ await pool.close()
     console.log(`store figures: ${JSON.stringify(r.figures)}; storage: ${JSON.stringify(r.report)}`);
   });
 
+  test("the token table's rows come from OPFS on demand, with the resident table's logits", async () => {
+    // the store the first test left: the engine over it with the smallest pool, the table resident and then its
+    // rows through a cache of 8 slots (20 distinct prompt ids: rows evicted and read from OPFS again)
+    const { page, lines } = await openTestPage(context);
+    const r = await py(page, SETUP + `
+from py_engine.engine.store_decoder import StoreDecoder
+
+async def run(rows):
+    dec = await StoreDecoder.open_store(storage.sink("micro"), n_ctx=64, prefill_chunk=8, budget_bytes="min",
+                                        embedding_rows=rows)
+    try:
+        out = [list(await dec.step_prompt([(i * 37 + 11) % 400 for i in range(20)]))]
+        for t in (3, 7, 3):
+            out.append(list(await dec.step(t)))
+        return out, dec.stats["embedding"], dec.summary()["embedding_rows"]
+    finally:
+        dec.release()
+
+base, _, _ = await run(0)
+got, emb, cache = await run(8)
+{"diff": max(abs(a - b) for ra, rb in zip(base, got) for a, b in zip(ra, rb)), "steps": len(got), "embedding": emb,
+ "cache": cache}
+`);
+    expect(r.embedding.mode, lines.join('\n')).toBe('rows');
+    expect(r.steps).toBe(4);
+    expect(r.diff).toBeLessThanOrEqual(1e-6);
+    expect(r.cache.misses).toBeGreaterThan(8);
+    expect(r.cache.bytes_read).toBeGreaterThan(0);
+  });
+
   test('an ingest aborted three times, reloaded each time, resumes to the same store as a clean one', async () => {
     const { page, lines } = await openTestPage(context);
     // Each attempt: abort when `stopWhen` says so, and report where the store stands.
