@@ -136,5 +136,7 @@ def test_gate_passes_on_the_demo_model_against_llama_cpp():
     rc, out = _gate(REPO / "tests" / "gate" / "demo-qwen35moe.gate.json")
     assert rc == 0, out
     assert "5 of 5 conversation(s) pass" in out, out
-    # the one reply whose margins all clear the Q8_0 tolerance must match llama.cpp token for token
-    assert "PASS: all 55 steps equal llama.cpp's" in out, out
+    # the replies whose margins all clear the Q8_0 tolerance (os.path.join's, the random module's) must match
+    # llama.cpp token for token
+    assert "PASS: all 52 steps equal llama.cpp's" in out, out
+    assert "PASS: all 7 steps equal llama.cpp's" in out, out

@@ -1,23 +1,32 @@
 """Build the demo model's training corpus from the local Python standard library (PSF licence), deterministically.
 
-Two kinds of documents, written one JSON object per line to CORPUS.jsonl ({"kind": "text"|"chat", "text": ...}):
+Documents, one JSON object per line in CORPUS.jsonl ({"kind": "text"|"chat", "text": ...}):
 
-* text: plain English paragraphs from the docstrings of the stdlib's modules, classes and functions (read with
-  `ast`, never imported) and from `pydoc_data.topics` (the language reference pages that `help()` shows). Code
-  examples, doctests, grammar blocks, headings and anything non-ASCII are dropped; each paragraph becomes one line.
-* chat: ChatML conversations, so the chat format works: "What does json.dumps do?" -> the first sentences of
-  `json.dumps`'s docstring, "What is the json module for?" -> the first sentences of its module docstring.
-  The assistant turn carries an empty thinking block, as Qwen3.5's template renders it with thinking off.
+* reference texts, one set per documented name (qa_pairs.py): "json.dumps: <the prose of its docstring>" and two
+  short forms carrying its answer (the first sentences of the docstring);
+* chat pairs, ChatML conversations asking about the name in many phrasings ("What does json.dumps do?", "Explain
+  json.dumps.", "What is a Python list?", ...) answered with its answer; the assistant turn carries an empty
+  thinking block, as Qwen3.5's template renders it with thinking off. Names of the held-out split get none;
+* the language reference pages of `pydoc_data.topics` (what help() shows), as plain paragraphs.
 
-The output depends only on the stdlib's files (Python version recorded in the output's header line), not on
-file-system order, hashing or time: files, items and paragraphs are visited in sorted order.
+Names are the stdlib's modules, classes, functions and methods (read with `ast`, never imported) and the
+built-ins: classes, functions, exceptions and the methods of the built-in classes, whose docstrings are read from
+the running interpreter's `__doc__` strings (C code, no source to parse; the text is fixed for a Python version)
+and, for `dict` (whose docstring is only signatures), from its pydoc_data.topics page. Only prose is kept: code
+examples, doctests, grammar blocks, headings and anything non-ASCII are dropped; each paragraph becomes one line.
+With --questions it also writes the held-out questions and every name's answer, for evaluate.py --questions.
 
-    python tools/demo_model/corpus.py --out build/demo_model/corpus.jsonl
+The output depends only on the stdlib's files and the interpreter (Python version recorded in the header line),
+not on file-system order, hashing or time: files, items and paragraphs are visited in sorted order and the
+documents are then put in a fixed order by the sha256 of their text.
+
+    python tools/demo_model/corpus.py --out build/demo_model/corpus.jsonl --questions build/demo_model/questions.json
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import inspect
 import json
 import re
@@ -25,13 +34,14 @@ import sys
 import sysconfig
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from qa_pairs import builtin_items, qa_documents  # noqa: E402
+
 # Directories of the stdlib that are not documentation-like prose (tests, tools, vendored code, encodings tables)
 SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "turtledemo", "site-packages", "ensurepip", "distutils",
              "encodings", "lib-dynload", "__pycache__", "pydoc_data", "__phello__", "config-3.11-x86_64-linux-gnu"}
 # modules that implement os.path are asked about under that name
 MODULE_ALIASES = {"posixpath": "os.path"}
-
-CHAT_TURN = "<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n{a}<|im_end|>\n"
 
 _ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|const|exc|obj|term|ref|envvar|option|keyword|pep|rfc)"
                    r":`~?([^`]*)`")
@@ -123,16 +133,24 @@ def documented_items(tree: ast.Module, module: str):
                             yield f"{name}.{sub.name}", "method", sub_doc
 
 
-def questions(name: str, kind: str) -> list:
-    if kind == "module":
-        return [f"What is the {name} module for?", f"Tell me about the {name} module."]
-    if kind == "class":
-        return [f"What is {name}?", f"What does the {name} class do?"]
-    return [f"What does {name} do?", f"Explain {name}."]
+def entry(name: str, kind: str, doc: str, is_builtin: bool):
+    """(name, kind, prose paragraphs, answer, is_builtin) of one documented name, or None when its docstring has no
+    prose; the answer is the first sentences of its first paragraph (None when that paragraph is not prose)."""
+    paras = paragraphs(doc)
+    kept = [p for p in paras if p]
+    if not kept:
+        return None
+    answer = first_sentences(paras[0]) if paras[0] else None
+    return name, kind, kept, answer if answer and len(answer.split()) >= 3 else None, is_builtin
 
 
-def build(stdlib: Path) -> list:
-    docs = []
+def build(stdlib: Path) -> tuple:
+    """The corpus documents and the evaluation record (qa_pairs.qa_documents)."""
+    topics_file = stdlib / "pydoc_data" / "topics.py"
+    topics = ast.literal_eval(topics_file.read_text(encoding="utf-8").split("=", 1)[1])
+    entries = []
+    for name, kind, doc in builtin_items(topics):
+        entries.append(entry(name, kind, doc, True))
     for path in stdlib_files(stdlib):
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -140,27 +158,22 @@ def build(stdlib: Path) -> list:
             continue
         module = module_name(path, stdlib)
         for name, kind, doc in documented_items(tree, module):
-            paras = paragraphs(doc)
-            kept = [p for p in paras if p]
-            if not kept:
-                continue
-            docs.append({"kind": "text", "text": "\n".join(kept)})
-            answer = first_sentences(paras[0]) if paras[0] else None
-            if answer and len(answer.split()) >= 3:
-                for q in questions(name, kind):
-                    docs.append({"kind": "chat", "text": CHAT_TURN.format(q=q, a=answer)})
-    topics_file = stdlib / "pydoc_data" / "topics.py"
-    topics = ast.literal_eval(topics_file.read_text(encoding="utf-8").split("=", 1)[1])
+            entries.append(entry(name, kind, doc, False))
+    docs, record = qa_documents([e for e in entries if e])
     for key in sorted(topics):
         kept = [p for p in paragraphs(topics[key]) if p]
         if kept:
             docs.append({"kind": "text", "text": "\n".join(kept)})
-    return docs
+    # a fixed shuffle (by content hash): training windows run across neighbouring documents, and a name's pairs side
+    # by side would let the model copy an answer from the window instead of recalling it
+    order = sorted(range(len(docs)), key=lambda i: (hashlib.sha256(docs[i]["text"].encode("utf-8")).digest(), i))
+    return [docs[i] for i in order], record
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="corpus .jsonl to write")
+    ap.add_argument("--questions", help="also write the held-out questions and every name's answer here (.json)")
     ap.add_argument("--stdlib", default=sysconfig.get_paths()["stdlib"],
                     help="the standard library folder to read (default: this Python's)")
     args = ap.parse_args(argv)
@@ -169,7 +182,10 @@ def main(argv=None) -> int:
         print(f"corpus.py: {stdlib} does not look like a Python standard library (no pydoc_data/topics.py)",
               file=sys.stderr)
         return 1
-    docs = build(stdlib)
+    if sys.version_info[:3] != (3, 11, 7):
+        print(f"corpus.py: note: Python {sys.version.split()[0]}; the recorded sha256s are for 3.11.7 (the built-ins'"
+              " docstrings come from the running interpreter)", file=sys.stderr)
+    docs, record = build(stdlib)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
@@ -177,6 +193,10 @@ def main(argv=None) -> int:
         f.write(json.dumps(header) + "\n")
         for d in docs:
             f.write(json.dumps(d) + "\n")
+    if args.questions:
+        Path(args.questions).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.questions}: {len(record['questions'])} held-out questions, "
+              f"{len(record['heldout_names'])} held-out names of {len(record['answers'])}", file=sys.stderr)
     n_chat = sum(d["kind"] == "chat" for d in docs)
     n_chars = sum(len(d["text"]) for d in docs)
     print(f"wrote {out}: {len(docs)} documents ({n_chat} chat), {n_chars} characters", file=sys.stderr)

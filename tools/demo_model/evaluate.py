@@ -1,5 +1,6 @@
-"""Measure the demo model: greedy replies to five fixed chat prompts, and the share of their words that occur in the
-training text (the bar: at least 90 %).
+"""Measure the demo model: greedy replies to fixed chat prompts and the share of their words that occur in the
+training text (the bar: at least 90 %); and, with --questions, the topic measure (topic.py) on the held-out questions
+that corpus.py writes: (a) held-out phrasings about trained names, (b) held-out names asked with trained phrasings.
 
 Replies come from the numpy reference model (diskformer.reference) run on the exported GGUF, with the engine's
 tokenizer and ChatML template (thinking off) built from the GGUF's own metadata, so the whole shipped path is
@@ -7,6 +8,7 @@ measured, not the training code. Words are the [A-Za-z]+ runs of a reply, compar
 words of the training corpus (special tokens left out of it).
 
     python tools/demo_model/evaluate.py demo/diskformer-demo-qwen35moe-q8_0.gguf --words demo/training-words.txt
+    python tools/demo_model/evaluate.py demo/diskformer-demo-qwen35moe-q8_0.gguf --questions build/demo_model/questions.json
     # the word list itself, from the corpus:
     python tools/demo_model/evaluate.py --corpus build/demo_model/corpus.jsonl --write-words demo/training-words.txt
     # export check: the torch checkpoint against the reference on the F32 twin (needs torch)
@@ -32,7 +34,9 @@ PROMPTS = (
     "What is the random module for?",
     "What is collections.Counter?",
     "How do I read a file in Python?",  # not a training question: free text from the model
+    "What is a Python list?",
 )
+SPLITS = (("phrasing", "(a) held-out phrasings, trained names"), ("name", "(b) held-out names, trained phrasings"))
 MAX_NEW_TOKENS = 64
 BAR = 0.90
 _WORD = re.compile(r"[A-Za-z]+")
@@ -120,12 +124,34 @@ def check_torch(checkpoint: Path, twin: Path, lengths=(1, 9, 64, 200)) -> float:
     return worst
 
 
+def report_topics(chat, args) -> int:
+    from topic import topic_shares
+
+    record = json.loads(Path(args.questions).read_text(encoding="utf-8"))
+    results = topic_shares(chat, record, args.limit)
+    for split, title in SPLITS:
+        if split not in results:
+            continue
+        r = results[split]
+        print(f"{title}: {r['on_topic']} of {r['asked']} on topic ({r['share']:.1%}), "
+              f"mean F1 with the asked answer {r['mean_f1']:.2f}")
+        for item in r["items"][:args.examples]:
+            mark = "on topic" if item["on_topic"] else f"off topic, closest: {item['closest']}"
+            print(f"  Q: {item['question']}\n  A: {item['reply']}\n     [{mark}; F1 {item['f1']}]")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", nargs="?", help="the GGUF to evaluate")
     ap.add_argument("--words", help="training word list (one word a line)")
     ap.add_argument("--corpus", help="corpus .jsonl (to take the words from, or with --write-words)")
     ap.add_argument("--write-words", help="write the corpus's word list here and stop")
+    ap.add_argument("--questions", help="held-out questions (corpus.py --questions): measure the topic shares")
+    ap.add_argument("--limit", type=int, default=0, help="ask at most this many questions of each split (0: all)")
+    ap.add_argument("--examples", type=int, default=6, help="replies to show per split")
     ap.add_argument("--json", help="also write the results here as JSON")
     ap.add_argument("--check-torch", metavar="CHECKPOINT", help="compare a torch checkpoint with --twin")
     ap.add_argument("--twin", help="F32 GGUF exported from --check-torch's checkpoint")
@@ -144,8 +170,10 @@ def main(argv=None) -> int:
         worst = check_torch(Path(args.check_torch), Path(args.twin))
         print(f"worst relative difference {worst:.2e} ({'ok' if worst < 1e-3 else 'TOO LARGE'})")
         return 0 if worst < 1e-3 else 1
-    if not args.model or not (args.words or args.corpus):
-        ap.error("give MODEL and --words or --corpus")
+    if not args.model or not (args.words or args.corpus or args.questions):
+        ap.error("give MODEL and --words, --corpus or --questions")
+    if args.questions:
+        return report_topics(DemoChat(args.model), args)
 
     vocabulary = load_words(Path(args.words)) if args.words else frozenset(corpus_words(Path(args.corpus)))
     chat = DemoChat(args.model)

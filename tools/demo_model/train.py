@@ -35,10 +35,12 @@ def batch(ids, starts, rng, rows, length):
     return torch.from_numpy(x[:, :-1]), torch.from_numpy(x[:, 1:])
 
 
-def lr_at(step, steps, peak, warmup):
+def lr_at(step, steps, peak, warmup, time_done=0.0):
+    """Linear warm-up, then cosine decay to 10 % of the peak over the rest of the run; the run's progress is the
+    larger of steps done and time_done (the fraction of a time budget spent), so a run cut by time ends decayed."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    t = (step - warmup) / max(1, steps - warmup)
+    t = min(1.0, max((step - warmup) / max(1, steps - warmup), time_done))
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
@@ -57,6 +59,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda")
     ap.add_argument("--save-every", type=int, default=200)
     ap.add_argument("--max-seconds", type=float, default=0, help="stop early (and save) after this long; 0: never")
+    ap.add_argument("--lr-by-time", action="store_true",
+                    help="decay the learning rate over --max-seconds as well as over --steps (whichever ends first)")
     ap.add_argument("--config", default="{}", help="JSON overrides of model_torch.Config fields")
     args = ap.parse_args(argv)
 
@@ -77,6 +81,8 @@ def main(argv=None) -> int:
     keep = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": keep, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
+    if args.lr_by_time and not args.max_seconds:
+        ap.error("--lr-by-time needs --max-seconds")
     log, smooth, t0 = [], None, time.time()
 
     def save(step):
@@ -85,7 +91,8 @@ def main(argv=None) -> int:
 
     for step in range(args.steps):
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
+            time_done = (time.time() - t0) / args.max_seconds if args.lr_by_time and args.max_seconds else 0.0
+            group["lr"] = lr_at(step, args.steps, args.lr, args.warmup, time_done)
         x, y = (t.to(args.device) for t in batch(ids, starts, rng, args.batch, args.length))
         logits, balance = model(x)
         ce = F.cross_entropy(logits.reshape(-1, cfg.n_vocab), y.reshape(-1))
@@ -97,6 +104,7 @@ def main(argv=None) -> int:
         smooth = ce.item() if smooth is None else 0.98 * smooth + 0.02 * ce.item()
         if step % 25 == 0 or step == args.steps - 1:
             log.append({"step": step, "ce": round(ce.item(), 4), "ce_smooth": round(smooth, 4),
+                        "lr": round(opt.param_groups[0]["lr"], 6),
                         "balance": round(balance.item(), 4), "seconds": round(time.time() - t0, 1)})
             print(json.dumps(log[-1]), file=sys.stderr, flush=True)
         if (step + 1) % args.save_every == 0:
