@@ -127,7 +127,9 @@ class Decoder:
             for name, n in model.work_buffers():
                 acts.add(name, n)
             # a model whose layers do not all attend (qwen35moe) says how many own a KV cache
-            cache = KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+            # (gemma4's layers differ in their caches' shapes: the model makes its own)
+            cache = model.kv_cache(gpu, n_ctx, kv_format) if hasattr(model, "kv_cache") else \
+                KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
             # all experts resident: layer i's pool is its own expert tensor, slot = expert id
             ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
             slot_map = upload(gpu, ident, "slot_map")
@@ -210,6 +212,8 @@ class Decoder:
         """Record the batched prefill of `chunk` tokens (1: prompts go token by token through the token's list)."""
         if chunk < 1:
             raise ValueError(f"prefill chunk {chunk}: give 1 (token by token) or more")
+        if not hasattr(self.model, "record_chunk"):
+            chunk = 1  # a model without a batched prefill plan (gemma4 so far) feeds its prompts token by token
         self.prefill = Prefill.build(self, chunk) if chunk > 1 else None
         self.stats["prefill_chunk"] = chunk
         if self.prefill is not None:

@@ -14,6 +14,9 @@
 // those waits were most of a split's time on the H200 (lab/gpu_probes/step_kernels.mjs).
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
+// SPAN picks the positions and their cache rows: attention_span_all.wgsl (every position at its own row) or
+// attention_span_window.wgsl (a sliding window over a ring of rows: gemma4's sliding-window layers).
+#include "attention_span_{{SPAN}}.wgsl"
 // QIN picks where q and the token's own K/V come from: attention_in_ready.wgsl (q rotated and K/V appended by
 // qk_rope_append.wgsl before) or attention_in_rope.wgsl (each workgroup norms and rotates its q head from the q/k/v
 // product itself, and the split holding the token's position its K/V: one dispatch fewer per attention layer).
@@ -50,9 +53,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let acc_base = p.n_head * p.n_split + slot * pairs;
 
   let n = step.n_past;
-  let per = (n + p.n_split - 1u) / p.n_split;
+  let first = span_first(n);
+  let per = (n - first + p.n_split - 1u) / p.n_split;
   let chunk = (per + CHUNK - 1u) / CHUNK * CHUNK;
-  let start = min(s * chunk, n);
+  let start = first + min(s * chunk, n - first);
   let end = min(start + chunk, n);
   if (start >= end) {                    // no positions here: a partial that adds nothing in the combine
     for (var j = t; j < pairs; j += WG) {
@@ -82,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       let pos = c + li;
       var d = 0.0;
       if (pos < end) {
-        let kb = pos * row_words + head_word;
+        let kb = cache_row(pos) * row_words + head_word;
         var j = klane;
         for (; j + 7u * KLANES < pairs; j += 8u * KLANES) {  // 8 loads in flight, then the same sums in order
           var kw: array<KvWord, 8>;
@@ -126,19 +130,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     if (pj < pairs) {
       var a = acc * corr;
-      let vb = c * row_words + head_word + pj;
+      let vb = head_word + pj;
       var j = vpart;
       for (; j + 7u * VSPLIT < cn; j += 8u * VSPLIT) {  // 8 loads in flight, then the same sums in order
         var vw: array<KvWord, 8>;
         for (var u = 0u; u < 8u; u++) {
-          vw[u] = v_word(c + j + u * VSPLIT, pj, v_cache[vb + (j + u * VSPLIT) * row_words]);
+          let vpos = c + j + u * VSPLIT;
+          vw[u] = v_word(vpos, pj, v_cache[cache_row(vpos) * row_words + vb]);
         }
         for (var u = 0u; u < 8u; u++) {
           a += weight[j + u * VSPLIT] * kv_unpack(vw[u]);
         }
       }
       for (; j < cn; j += VSPLIT) {
-        a += weight[j] * kv_unpack(v_word(c + j, pj, v_cache[vb + j * row_words]));
+        a += weight[j] * kv_unpack(v_word(c + j, pj, v_cache[cache_row(c + j) * row_words + vb]));
       }
       acc = a;
     }
