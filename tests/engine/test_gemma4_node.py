@@ -1,0 +1,123 @@
+"""The gemma4 GPU engine (Pyodide + Dawn on lavapipe in Node) against llama.cpp's refs by the fixtures protocol
+(../shared/fixtures-gemma4/README.md section 4), and against the numpy reference model's logits.
+
+Teacher-forced along each prompt's greedy_ids; every prompt of a model runs through one Decoder (each later prompt
+also proves that position 0 starts afresh, the sliding-window rings included). The engine computes GELU exactly,
+so the F32 twins are held to the exact-GELU refs' per-step limits, with an f32 KV cache and with the default f16
+one; the Q4_0 files to the statistical f32-activation limits, in the f32-activation mode and in the default mode
+(Q4_0 products quantise their input to Q8_0 as llama.cpp does; the Q6_K head and GELU stay exact, so the tighter
+emulation limits do not apply). One Node process runs every job (start-up and shader compilation cost seconds).
+"""
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from conftest import GEMMA4_REFS
+from diskformer.reference import gemma4 as reference_gemma4
+from diskformer.reference import layers, protocol
+from diskformer.reference.model import ReferenceModel
+from diskformer.reference.options import Options
+from node_helpers import engine_logits, run_teacher_forced
+
+F32_MODELS = ["micro-gemma4-f32", "tiny-gemma4-f32"]
+Q4_MODELS = ["micro-gemma4", "tiny-gemma4"]
+JOBS = [(m, kv) for m in F32_MODELS for kv in ("f32", "f16")] + [(m, "f16") for m in Q4_MODELS]
+
+# Engine (f32 activations) vs the numpy reference (float64, K/V rounded to f16 when the engine's cache is f16), over
+# every logit of every compared step; the qwen engines' bound (test_qwen35moe_node.py).
+REFERENCE_MAX_ABS = 1e-3
+REFERENCE_PROMPTS = (0, 1)
+ROUTING_TIE = 1e-6  # a top-k boundary gap (router probability) an f32 engine may resolve either way
+
+
+@pytest.fixture(scope="module")
+def models_dir(gemma4_models):
+    return gemma4_models.resolve()  # a linked folder: Node mounts the real path
+
+
+@pytest.fixture(scope="module")
+def engine_runs(models_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gemma4_logits")
+    return out, run_teacher_forced(JOBS, models_dir, GEMMA4_REFS, out, timeout=1800, act="f32")
+
+
+@pytest.fixture(scope="module")
+def default_runs(models_dir, tmp_path_factory):
+    """The Q4_0 files in the engine's default mode (Q8_0-quantised inputs of the Q4_0 products)."""
+    out = tmp_path_factory.mktemp("gemma4_logits_q8act")
+    return out, run_teacher_forced([(m, "f16") for m in Q4_MODELS], models_dir, GEMMA4_REFS, out, timeout=1800)
+
+
+def protocol_result(out, stem, kv):
+    """The protocol's verdict on the logits a run wrote: F32 models against the exact-GELU refs."""
+    refs = protocol.load_refs(stem, GEMMA4_REFS)
+    tolerances = protocol.load_tolerances(GEMMA4_REFS)
+    f32 = tolerances["models"][stem]["weights"] == "F32"
+    n_vocab = protocol.load_step0_logits(stem, 0, GEMMA4_REFS).size
+    metrics = []
+    for p in refs["prompts"]:
+        rows = engine_logits(out, stem, kv, p["index"], n_vocab)
+        assert rows.shape[0] == len(p["steps"])
+        scored = protocol.exact_gelu_prompt(p) if f32 else p
+        step0 = protocol.load_step0_logits(stem, p["index"], GEMMA4_REFS, "exact_gelu" if f32 else None)
+        metrics.append(protocol.prompt_metrics(scored, rows, step0))
+    return protocol.check_limits(stem, metrics, tolerances, kv=kv, engine="f32act",
+                                 limits_key=f"{kv}_kv_cache_exact_gelu" if f32 else None)
+
+
+@pytest.mark.parametrize("stem,kv", JOBS + [(m, "f16-q8act") for m in Q4_MODELS])
+def test_teacher_forced_protocol(engine_runs, default_runs, stem, kv):
+    out, _ = default_runs if kv.endswith("-q8act") else engine_runs
+    result = protocol_result(out, stem, kv.removesuffix("-q8act"))
+    print(result.report())
+    assert result.passed, result.report()
+
+
+def test_runs_report_gemma4(engine_runs):
+    _, result = engine_runs
+    stats = [job["stats"] for job in result["jobs"]]
+    assert all(s["arch"] == "gemma4" for s in stats)
+    # token by token: no batched prefill plan for gemma4 yet
+    assert all(s["prefill_chunk"] == 1 for s in stats)
+
+
+def reference_teacher_forced(model, prompt):
+    """The numpy reference's logits along the prompt's greedy_ids, and how many leading steps come before a router
+    near-tie (past one, the engine may legitimately pick the other expert)."""
+    gaps = []
+    route = reference_gemma4.RoutedExperts.route
+
+    def recording_route(self, h):
+        router_in = layers.rms_norm(h, 1.0, self.eps) * self.input_scale * self.router_scale
+        probs = np.sort(layers.softmax(router_in @ self.router.T, axis=-1), axis=-1)[:, ::-1]
+        gaps.append(probs[:, self.n_used - 1] - probs[:, self.n_used])
+        return route(self, h)
+
+    with mock.patch.object(reference_gemma4.RoutedExperts, "route", recording_route):
+        rows = model.teacher_forced(prompt["prompt_ids"], prompt["greedy_ids"][:-1])
+    n_layers, n_prompt = model.config.n_layer, len(prompt["prompt_ids"])
+    for call, g in enumerate(gaps):  # the prompt in one batch (one call per layer), then one token per call
+        if g.min() < ROUTING_TIE:
+            token = int(np.argmin(g)) if call < n_layers else n_prompt + (call - n_layers) // n_layers
+            return rows, max(0, token - n_prompt + 1)
+    return rows, rows.shape[0]
+
+
+@pytest.mark.parametrize("stem,kv", [(m, "f16") for m in F32_MODELS + Q4_MODELS] + [(F32_MODELS[0], "f32")])
+def test_matches_numpy_reference(engine_runs, models_dir, stem, kv):
+    out, _ = engine_runs
+    refs = protocol.load_refs(stem, GEMMA4_REFS)
+    model = ReferenceModel(str(models_dir / f"{stem}.gguf"), Options(dtype=np.float64, kv_f16=kv == "f16"))
+    compared = 0
+    for p in refs["prompts"]:
+        if p["index"] not in REFERENCE_PROMPTS:
+            continue
+        ref, n_steps = reference_teacher_forced(model, p)
+        rows = engine_logits(out, stem, kv, p["index"], ref.shape[1])
+        diff = np.abs(rows[:n_steps] - ref[:n_steps]).max(axis=1)
+        assert diff.max() <= REFERENCE_MAX_ABS, (
+            f"{stem} ({kv} KV) prompt {p['index']}: max |engine - reference| logit {diff.max():.3g} at step "
+            f"{int(diff.argmax())} > {REFERENCE_MAX_ABS}")
+        compared += n_steps
+    assert compared >= 32, f"{stem}: only {compared} steps before router near-ties"
