@@ -127,8 +127,9 @@ class Decoder:
             for name, n in model.work_buffers():
                 acts.add(name, n)
             # a model whose layers do not all attend (qwen35moe) says how many own a KV cache
-            # (gemma4's layers differ in their caches' shapes: the model makes its own)
-            cache = model.kv_cache(gpu, n_ctx, kv_format) if hasattr(model, "kv_cache") else \
+            chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
+            # (gemma4's layers differ in their caches' shapes, its windows' rings hold a chunk more: its own)
+            cache = model.kv_cache(gpu, n_ctx, kv_format, chunk) if hasattr(model, "kv_cache") else \
                 KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
             # all experts resident: layer i's pool is its own expert tensor, slot = expert id
             ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
@@ -146,7 +147,7 @@ class Decoder:
             # a queued step's 8 bytes, or a run's 8 per token (launch_argmax_run)
             dec.argmax_stagings = [create_buffer(gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
                                                  f"argmax_staging{i}") for i in range(STEPS_IN_FLIGHT)]
-            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk)
+            dec.attach_prefill(chunk)
             dec.attach_checkpoints(opts.state_checkpoints)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
@@ -212,8 +213,6 @@ class Decoder:
         """Record the batched prefill of `chunk` tokens (1: prompts go token by token through the token's list)."""
         if chunk < 1:
             raise ValueError(f"prefill chunk {chunk}: give 1 (token by token) or more")
-        if not hasattr(self.model, "record_chunk"):
-            chunk = 1  # a model without a batched prefill plan (gemma4 so far) feeds its prompts token by token
         self.prefill = Prefill.build(self, chunk) if chunk > 1 else None
         self.stats["prefill_chunk"] = chunk
         if self.prefill is not None:

@@ -18,17 +18,17 @@ too. F32 products (the router) read the f32 rows.
 from ..gpu.chunk_shapes import AttentionShape, ExpertGemmShape, ExpertRouting, GemmRows
 
 
-def neighbour_gemms(ck, dl, w1, w2, x, y, x_stride, y_stride, labels, xq):
-    """Y's rows W1·X then W2·X side by side (W2's outputs from w1.rows): one GEMM where the two are neighbours in
-    a stacked input matrix (GpuMatrix.joined: one dispatch and one slice sum fewer), else one each. labels: (W1's,
-    W2's, the joined GEMM's)."""
+def neighbour_gemms(ck, dl, w1, w2, x, y, x_stride, y_stride, labels, xq, y_base=0):
+    """Y's rows W1·X then W2·X side by side from y_base (W2's outputs from y_base + w1.rows): one GEMM where the two
+    are neighbours in a stacked input matrix (GpuMatrix.joined: one dispatch and one slice sum fewer), else one
+    each. labels: (W1's, W2's, the joined GEMM's)."""
     label1, label2, joined_label = labels
     both = w1.joined(w2, f"{w1.name}+{w2.name}")
     if both is not None:
-        ck.gemm(dl, both, x, y, GemmRows(x_stride, y_stride), label=joined_label, xq=xq)
+        ck.gemm(dl, both, x, y, GemmRows(x_stride, y_stride, y_base=y_base), label=joined_label, xq=xq)
         return
-    ck.gemm(dl, w1, x, y, GemmRows(x_stride, y_stride), label=label1, xq=xq)
-    ck.gemm(dl, w2, x, y, GemmRows(x_stride, y_stride, y_base=w1.rows), label=label2, xq=xq)
+    ck.gemm(dl, w1, x, y, GemmRows(x_stride, y_stride, y_base=y_base), label=label1, xq=xq)
+    ck.gemm(dl, w2, x, y, GemmRows(x_stride, y_stride, y_base=y_base + w1.rows), label=label2, xq=xq)
 
 
 def build_attn_kqv(ck, dl, b, w, cfg, cache_k, cache_v, i, xq=None):

@@ -78,8 +78,8 @@ def test_runs_report_gemma4(engine_runs):
     _, result = engine_runs
     stats = [job["stats"] for job in result["jobs"]]
     assert all(s["arch"] == "gemma4" for s in stats)
-    # token by token: no batched prefill plan for gemma4 yet
-    assert all(s["prefill_chunk"] == 1 for s in stats)
+    # the prompts went through the batched prefill, each whole (its last row through the output head alone)
+    assert all(s["prefill_chunk"] > 1 and s["whole_prompts"] == 5 for s in stats)
 
 
 def reference_teacher_forced(model, prompt):

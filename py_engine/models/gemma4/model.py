@@ -1,7 +1,7 @@
-"""The gemma4 model the engine loads: its config, tensors (weights.py), work buffers, per-layer KV caches and the
-per-token plan (decode.py). No batched prefill plan yet: the decoder feeds its prompts token by token."""
+"""The gemma4 model the engine loads: its config, tensors (weights.py), work buffers, per-layer KV caches, and the
+per-token and per-chunk plans (decode.py, prefill.py)."""
 from ..cache import LayerKVCache
-from . import decode, weights
+from . import decode, prefill, weights
 from .config import Gemma4Config
 
 
@@ -18,15 +18,17 @@ class Gemma4:
     def n_kv_layers(self) -> int:
         return self.cfg.n_kv_layers
 
-    def kv_cache_shapes(self, n_ctx: int) -> list:
+    def kv_cache_shapes(self, n_ctx: int, chunk: int = 1) -> list:
         """(rows, KV heads, head dim) of each layer's K and V caches: a sliding-window layer keeps a ring of its
-        window's rows (llama.cpp's iSWA cache holds the same), a global layer n_ctx."""
+        window's rows (llama.cpp's iSWA cache holds the window too), plus a prefill chunk's rows less one; a
+        global layer n_ctx."""
         c = self.cfg
-        return [(min(n_ctx, c.n_swa) if c.is_swa(i) else n_ctx, c.n_head_kv[i], c.layer_head_dim(i))
+        return [(prefill.ring_rows(c, n_ctx, chunk) if c.is_swa(i) else n_ctx, c.n_head_kv[i], c.layer_head_dim(i))
                 for i in range(c.n_layer)]
 
-    def kv_cache(self, gpu, n_ctx: int, kv_format: str) -> LayerKVCache:
-        return LayerKVCache(gpu, self.kv_cache_shapes(n_ctx), n_ctx, kv_format)
+    def kv_cache(self, gpu, n_ctx: int, kv_format: str, chunk: int = 1) -> LayerKVCache:
+        """The caches for prompts fed in chunks of `chunk` tokens (1: token by token)."""
+        return LayerKVCache(gpu, self.kv_cache_shapes(n_ctx, chunk), n_ctx, kv_format)
 
     def work_buffers(self):
         """(name, f32 values) of the activations one token needs."""
@@ -40,8 +42,24 @@ class Gemma4:
                 ("moe_act", k * c.n_ff_exp), ("moe_down", k * e), ("moe_out", e), ("logits", c.n_vocab),
                 ("argmax", 2)]
 
+    def chunk_work_buffers(self):
+        """(name, f32 values per chunk row) the prefill needs beyond work_buffers': each row's q | k | v products
+        (the decode's attn_in, which the prefill skips)."""
+        c = self.cfg
+        return [("qkv", max(prefill.qkv_width(c, i, True) for i in range(c.n_layer)))]
+
+    def chunk_row_cols(self) -> int:
+        return self.cfg.n_embd
+
     def load(self, loader):
         weights.load(self, loader)
 
     def record_token(self, kern, dl, acts, cache, slot_map):
         decode.record_token(self, kern, dl, acts, cache, slot_map)
+
+    def record_chunk(self, ck, dl, b, acts, cache, slot_map, pool=None) -> list:
+        return prefill.record_chunk(self, ck, dl, b, acts, cache, slot_map, pool)
+
+    def record_output(self, kern, dl, acts):
+        """The output head over acts["h"] (the decode's, and the prefill's after a prompt's last row)."""
+        decode.build_output(kern, dl, acts, self)
