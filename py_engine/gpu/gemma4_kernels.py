@@ -33,12 +33,14 @@ class ChunkRows:
     y_stride: int
 
 
-def head_norms_rope_append(kern, dl, x, q, q_norm, k_norm, k_cache, v_cache, shape: HeadPrepShape, freqs=None,
+def head_norms_rope_append(kern, dl, x, q, norms, caches, shape: HeadPrepShape, freqs=None,
                            label="head_norms_rope_append", chunk: "ChunkRows | None" = None):
     """q = rope(rmsnorm(q heads) * q_norm); the caches' row step.pos % cache_rows = rope(rmsnorm(k heads) * k_norm)
-    and rmsnorm(v heads) (shaders/rope/head_norms_rope_append.wgsl). freqs: rope_freqs (each pair's angle divided
-    by its value), or None. chunk: the same for each row of a prefill chunk (positions pos0 + t)."""
+    and rmsnorm(v heads) (shaders/rope/head_norms_rope_append.wgsl); norms = (q_norm, k_norm), caches = (k_cache,
+    v_cache). freqs: rope_freqs (each pair's angle divided by its value), or None. chunk: the same for each row of
+    a prefill chunk (positions pos0 + t)."""
     s = shape
+    (q_norm, k_norm), (k_cache, v_cache) = norms, caches
     if s.head_dim > 256 or s.head_dim % 2 or s.n_rot > s.head_dim or s.n_rot % 2 or s.n_head % s.n_head_kv:
         raise ValueError(f"{label}: head dim {s.head_dim}, {s.n_rot} rotary dims, {s.n_head}/{s.n_head_kv} heads "
                          "(head dim even and at most 256, q heads a multiple of the KV heads)")
@@ -66,9 +68,10 @@ def rmsnorm_add(kern, dl, x, w, y, n: int, eps: float, scale=None, label="rmsnor
                 {"n": n, "eps": eps, "scaled": int(scale is not None)})
 
 
-def moe_combine_scaled(kern, dl, route_w, route_ids, scale, down, y, n: int, k: int, label="moe_combine_scaled",
-                       rows: int = 1):
-    """y = Σ_j route_w[j] * scale[route_ids[j]] * down[j * n ..] over the k routed experts, per row (of k picks)."""
+def moe_combine_scaled(kern, dl, route, scale, down, y, n: int, k: int, label="moe_combine_scaled", rows: int = 1):
+    """y = Σ_j route_w[j] * scale[route_ids[j]] * down[j * n ..] over the k routed experts, per row (of k picks);
+    route = (route_ids, route_w)."""
+    route_ids, route_w = route
     kern.record(dl, "moe_combine_scaled.wgsl", {}, {1: route_w, 2: route_ids, 3: scale, 4: down, 5: y},
                 ((n + 255) // 256, rows), label, {"n": n, "k": k})
 

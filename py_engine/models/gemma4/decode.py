@@ -22,7 +22,7 @@ def build_layer_attn(kern, dl, acts, w, i, cfg, cache, rope_freqs):
     rows = cache.rows[i]
     shape = HeadPrepShape(c.n_head, n_kv, hd, c.layer_n_rot(i), c.rms_eps, c.layer_rope_base(i), k_base,
                           k_base + n_kv * hd if "attn_v" in w else k_base, rows)
-    head_norms_rope_append(kern, dl, qkv, acts["q"], w["attn_q_norm"], w["attn_k_norm"], cache.k[i], cache.v[i],
+    head_norms_rope_append(kern, dl, qkv, acts["q"], (w["attn_q_norm"], w["attn_k_norm"]), (cache.k[i], cache.v[i]),
                            shape, freqs=None if c.is_swa(i) else rope_freqs, label=f"Qcur_Kcur_Vcur-{i}")
     kern.attention(dl, acts["q"], cache.k[i], cache.v[i], acts["attn"], DecodeAttentionShape(c.n_head, n_kv, hd, 1.0),
                    label=f"kqv_out-{i}", n_ctx=rows, window=(c.n_swa, rows) if c.is_swa(i) else None)
@@ -56,7 +56,7 @@ def build_layer_ffn(kern, dl, acts, w, i, cfg, slot_map):
     gelu_mul(kern, dl, acts["moe_gu"], acts["moe_act"], f, groups=k, label=f"ffn_moe_geglu-{i}")
     kern.moe_matvec(dl, w["ffn_down_exps"], e, k, acts["moe_act"], acts["moe_down"], route, x_stride=f,
                     label=f"ffn_moe_down-{i}")
-    moe_combine_scaled(kern, dl, acts["route_w"], acts["route_ids"], w["ffn_down_exps_scale"], acts["moe_down"],
+    moe_combine_scaled(kern, dl, (acts["route_ids"], acts["route_w"]), w["ffn_down_exps_scale"], acts["moe_down"],
                        acts["moe_out"], e, k, label=f"ffn_moe_out-{i}")
     rmsnorm_add(kern, dl, acts["moe_out"], w["post_ffw_norm_2"], acts["ffn"], e, eps, label=f"ffn_moe_normed-{i}")
     rmsnorm_add(kern, dl, acts["ffn"], w["post_ffw_norm"], acts["h"], e, eps, out_scale, label=f"l_out-{i}")

@@ -30,8 +30,8 @@ def build_layer_attn(ck, dl, b, w, cfg, cache, i, rope_freqs):
     ck.rmsnorm(dl, b["h"], w["attn_norm"], b["xn"], e, eps, label=f"attn_norm-{i}")
     ck.gemm(dl, w["attn_q"], b["xn"], b["qkv"], GemmRows(e, width), label=f"Qcur-{i}")
     if has_v:
-        neighbour_gemms(ck, dl, w["attn_k"], w["attn_v"], b["xn"], b["qkv"], e, width,
-                        (f"Kcur-{i}", f"Vcur-{i}", f"KVcur-{i}"), None, y_base=k_base)
+        neighbour_gemms(ck, dl, w["attn_k"], w["attn_v"], b["xn"], b["qkv"], GemmRows(e, width, y_base=k_base),
+                        (f"Kcur-{i}", f"Vcur-{i}", f"KVcur-{i}"), None)
     else:
         ck.gemm(dl, w["attn_k"], b["xn"], b["qkv"], GemmRows(e, width, y_base=k_base), label=f"Kcur-{i}")
     rows = cache.rows[i]
@@ -40,9 +40,9 @@ def build_layer_attn(ck, dl, b, w, cfg, cache, i, rope_freqs):
                          f"{ring_rows(c, cache.n_ctx, T)}); open the decoder with this prefill chunk")
     shape = HeadPrepShape(c.n_head, n_kv, hd, c.layer_n_rot(i), eps, c.layer_rope_base(i), k_base,
                           k_base + n_kv * hd if has_v else k_base, rows)
-    head_norms_rope_append(kern, dl, b["qkv"], b["q"], w["attn_q_norm"], w["attn_k_norm"], cache.k[i], cache.v[i],
-                           shape, None if c.is_swa(i) else rope_freqs, label=f"Qcur_Kcur_Vcur-{i}",
-                           chunk=ChunkRows(ck.chunk, T, width, q_width))
+    head_norms_rope_append(kern, dl, b["qkv"], b["q"], (w["attn_q_norm"], w["attn_k_norm"]),
+                           (cache.k[i], cache.v[i]), shape, None if c.is_swa(i) else rope_freqs,
+                           label=f"Qcur_Kcur_Vcur-{i}", chunk=ChunkRows(ck.chunk, T, width, q_width))
     ck.attention(dl, b["q"], cache.k[i], cache.v[i], b["attn"], AttentionShape(c.n_head, n_kv, hd, 1.0, q_width,
                  q_width), label=f"kqv_out-{i}", window=(c.n_swa, rows) if c.is_swa(i) else None)
     ck.gemm(dl, w["attn_output"], b["attn"], b["attn_out"], GemmRows(q_width, e), label=f"attn_out-{i}")
@@ -57,7 +57,7 @@ def build_layer_ffn(ck, dl, b, w, cfg, i, slot_map, pool=None):
     c, kern = cfg, ck.kern
     e, eps, T, f_dense = c.n_embd, c.rms_eps, ck.T, c.n_ff
     ck.rmsnorm(dl, b["h"], w["ffn_norm"], b["xn"], e, eps, label=f"ffn_norm-{i}")
-    neighbour_gemms(ck, dl, w["ffn_gate"], w["ffn_up"], b["xn"], b["ffn_gu"], e, 2 * f_dense,
+    neighbour_gemms(ck, dl, w["ffn_gate"], w["ffn_up"], b["xn"], b["ffn_gu"], GemmRows(e, 2 * f_dense),
                     (f"ffn_gate-{i}", f"ffn_up-{i}", f"ffn_gate_up-{i}"), None)
     gelu_mul(kern, dl, b["ffn_gu"], b["ffn_act"], f_dense, groups=T, label=f"ffn_geglu-{i}")
     ck.gemm(dl, w["ffn_down"], b["ffn_act"], b["ffn_out"], GemmRows(f_dense, e), label=f"ffn_mlp-{i}")
@@ -81,7 +81,7 @@ def build_layer_ffn(ck, dl, b, w, cfg, i, slot_map, pool=None):
     ck.expert_gemm(dl, w["ffn_down_exps"], b["moe_act"], b["moe_down"], route, ExpertGemmShape(e, f, 1),
                    label=f"ffn_moe_down-{i}")
     after_experts = dl.count
-    moe_combine_scaled(kern, dl, b["route_w"], b["route_ids"], w["ffn_down_exps_scale"], b["moe_down"],
+    moe_combine_scaled(kern, dl, (b["route_ids"], b["route_w"]), w["ffn_down_exps_scale"], b["moe_down"],
                        b["moe_out"], e, k, label=f"ffn_moe_out-{i}", rows=T)
     rmsnorm_add(kern, dl, b["moe_out"], w["post_ffw_norm_2"], b["ffn"], e, eps, label=f"ffn_moe_normed-{i}", rows=T)
     rmsnorm_add(kern, dl, b["ffn"], w["post_ffw_norm"], b["h"], e, eps, out_scale, label=f"l_out-{i}", rows=T)
