@@ -232,6 +232,10 @@ class Session:
                 gpu_need(header, n_ctx, kv)  # the architecture check
             except ValueError as e:
                 raise unsupported(name, e) from None
+            from ..models.registry import architecture
+            if not architecture(header.architecture).streams_experts:  # refused before anything is stored
+                raise BadModelFile(f"{name}: a {header.architecture} model cannot be streamed from the model store "
+                                   "yet; load it with the direct path (every expert on the GPU)")
             self._check_tokenizer(name, header)
             # a pinned source carries its sha256: the ingest checks it (else it records the hash it computed)
             await store_load.ingest_into(storage, folder, src, progress, self.store_lock,
@@ -364,8 +368,8 @@ def streamed_rates(summary: dict, streamer) -> dict:
 
 
 def unsupported(name, err) -> BadModelFile:
-    return BadModelFile(f"{name} is a model this engine does not run: choose a Qwen3 MoE or Qwen3.5/3.6 MoE GGUF",
-                        str(err))
+    return BadModelFile(f"{name} is a model this engine does not run: choose a Qwen3 MoE, Qwen3.5/3.6 MoE or Gemma 4 "
+                        "26B-A4B GGUF", str(err))
 
 
 def clean_messages(messages) -> list:

@@ -168,8 +168,8 @@ class Decoder:
     # --- checkpoints of the recurrent state (checkpoints.py) ------------------------------------------------------
     def attach_checkpoints(self, count: int):
         """Keep up to `count` copies of the recurrent state (none for a model without recurrent layers)."""
-        if count > 0 and state_buffers(self.model):
-            self.checkpoints = StateCheckpoints(self.gpu, self.model, self.acts, count)
+        if count > 0 and (state_buffers(self.model) or getattr(self.model, "ring_layers", ())):
+            self.checkpoints = StateCheckpoints(self.gpu, self.model, self.acts, count, self.cache)
         self.stats["state_checkpoints"] = self.checkpoints.count if self.checkpoints is not None else 0
         self.stats["checkpoint_bytes"] = self.checkpoints.nbytes if self.checkpoints is not None else 0
 

@@ -67,6 +67,9 @@ class StoreDecoder(Decoder):
         t0 = time.perf_counter()
         manifest, header = await open_store(sink)
         spec = architecture(header.architecture)
+        if not spec.streams_experts:
+            raise ValueError(f"{spec.name} models run from their GGUF file with every expert on the GPU so far; "
+                             "streaming their experts from a model store is not supported yet")
         cfg = spec.config.from_header(header)
         model = spec.model()(cfg)
         ex = manifest["layout"]["experts"]

@@ -57,6 +57,11 @@ class KVCache:
             b.destroy()
 
 
+def layer_kv_cache_bytes(shapes, kv_format: str) -> int:
+    """What LayerKVCache allocates for `shapes` ([(rows, KV heads, head dim)] per layer): K and V."""
+    return 2 * sum(rows * kv_row_bytes(n_kv, hd, kv_format) for rows, n_kv, hd in shapes)
+
+
 class LayerKVCache:
     """Per-layer K and V caches whose shapes differ by layer: layer i holds shapes[i] = (rows, n_kv_heads, head_dim)
     (gemma4: a sliding-window layer keeps a ring of its window's rows, a global one n_ctx rows). n_ctx: the
@@ -67,7 +72,7 @@ class LayerKVCache:
         self.kv_format = kv_format
         self.rows = [rows for rows, _, _ in shapes]
         sizes = [rows * kv_row_bytes(n_kv, hd, kv_format) for rows, n_kv, hd in shapes]
-        self.nbytes = 2 * sum(sizes)
+        self.nbytes = layer_kv_cache_bytes(shapes, kv_format)
         self.k = [storage_buffer(gpu, n, f"cache_k.{i}") for i, n in enumerate(sizes)]
         self.v = [storage_buffer(gpu, n, f"cache_v.{i}") for i, n in enumerate(sizes)]
 

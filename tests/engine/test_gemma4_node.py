@@ -35,8 +35,11 @@ JOBS = [(m, kv) for m in F32_MODELS for kv in ("f32", "f16") if (m, kv) not in T
     [(m, "f16") for m in Q4_MODELS]
 
 # Engine (f32 activations) vs the numpy reference (float64, K/V rounded to f16 when the engine's cache is f16), over
-# every logit of every compared step; the qwen engines' bound (test_qwen35moe_node.py).
-REFERENCE_MAX_ABS = 1e-3
+# every logit of every compared step. f32 cache: the qwen engines' bound (test_qwen35moe_node.py). f16 cache:
+# measured on lavapipe at most 0.0044 (micro-gemma4, micro-gemma4-f32, tiny-gemma4, prompts 0 and 1): an f32
+# difference that moves a K/V value across an f16 rounding boundary moves it by a whole f16 step, and these random
+# models amplify that more than the qwen fixtures; the bound leaves 2x head-room.
+REFERENCE_MAX_ABS = {"f32": 1e-3, "f16": 1e-2}
 REFERENCE_PROMPTS = (0, 1)
 ROUTING_TIE = 1e-6  # a top-k boundary gap (router probability) an f32 engine may resolve either way
 
@@ -122,7 +125,8 @@ def reference_teacher_forced(model, prompt):
     return rows, rows.shape[0]
 
 
-@pytest.mark.parametrize("stem,kv", [(m, "f16") for m in ["micro-gemma4-f32"] + Q4_MODELS] + [(F32_MODELS[1], "f32")])
+@pytest.mark.parametrize("stem,kv", [(m, "f16") for m in ["micro-gemma4-f32"] + Q4_MODELS] +
+                         [(m, "f32") for m in F32_MODELS])
 def test_matches_numpy_reference(engine_runs, models_dir, stem, kv):
     out, _ = engine_runs
     refs = protocol.load_refs(stem, GEMMA4_REFS)
@@ -134,8 +138,8 @@ def test_matches_numpy_reference(engine_runs, models_dir, stem, kv):
         ref, n_steps = reference_teacher_forced(model, p)
         rows = engine_logits(out, stem, kv, p["index"], ref.shape[1])
         diff = np.abs(rows[:n_steps] - ref[:n_steps]).max(axis=1)
-        assert diff.max() <= REFERENCE_MAX_ABS, (
+        assert diff.max() <= REFERENCE_MAX_ABS[kv], (
             f"{stem} ({kv} KV) prompt {p['index']}: max |engine - reference| logit {diff.max():.3g} at step "
-            f"{int(diff.argmax())} > {REFERENCE_MAX_ABS}")
+            f"{int(diff.argmax())} > {REFERENCE_MAX_ABS[kv]}")
         compared += n_steps
     assert compared >= 32, f"{stem}: only {compared} steps before router near-ties"

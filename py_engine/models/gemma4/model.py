@@ -18,6 +18,12 @@ class Gemma4:
     def n_kv_layers(self) -> int:
         return self.cfg.n_kv_layers
 
+    @property
+    def ring_layers(self) -> list:
+        """The layers whose K/V caches are rings (sliding-window layers): their rows of old positions get
+        overwritten, so a rewind needs a copy of them (engine/checkpoints.py), not just a smaller position."""
+        return [i for i in range(self.cfg.n_layer) if self.cfg.is_swa(i)]
+
     def kv_cache_shapes(self, n_ctx: int, chunk: int = 1) -> list:
         """(rows, KV heads, head dim) of each layer's K and V caches: a sliding-window layer keeps a ring of its
         window's rows (llama.cpp's iSWA cache holds the window too), plus a prefill chunk's rows less one; a
