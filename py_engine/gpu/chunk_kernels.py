@@ -284,7 +284,7 @@ class ChunkKernels:
         of 64 lanes merged at the end (default: ATTENTION_SPLITS on a GPU, 1 on a CPU adapter). window (positions,
         ring rows): a sliding window over a ring cache (Kernels.attention's)."""
         n_head, n_kv_head, hd = shape.n_head, shape.n_kv_head, shape.hd
-        if hd % 2 or hd > 256 or n_head % n_kv_head:
+        if hd % 2 or hd > 512 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
         if splits is None:
             splits = 1 if self.kern.gpu.cpu_adapter else ATTENTION_SPLITS
@@ -293,7 +293,10 @@ class ChunkKernels:
         params = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": shape.scale,
                   "q_stride": shape.q_stride, "out_stride": shape.out_stride, "heads_per_wg": hg}
         span = {"SPAN": "all"} if window is None else {"SPAN": "window", "WINDOW": window[0], "RING": window[1]}
-        self.record(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits, **span},
+        # value pairs per lane: 2 up to head dim 256, 4 for gemma4's 512-value global heads
+        pairs_per_lane = max(2, -(-hd // 128))
+        self.record(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits,
+                                                "PAIRS_PER_LANE": pairs_per_lane, **span},
                     {1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
                     (n_kv_head * -(-group // hg), self.T), label, params)
 

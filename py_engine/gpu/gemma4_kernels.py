@@ -41,9 +41,9 @@ def head_norms_rope_append(kern, dl, x, q, norms, caches, shape: HeadPrepShape, 
     a prefill chunk (positions pos0 + t)."""
     s = shape
     (q_norm, k_norm), (k_cache, v_cache) = norms, caches
-    if s.head_dim > 256 or s.head_dim % 2 or s.n_rot > s.head_dim or s.n_rot % 2 or s.n_head % s.n_head_kv:
+    if s.head_dim > 512 or s.head_dim % 2 or s.n_rot > s.head_dim or s.n_rot % 2 or s.n_head % s.n_head_kv:
         raise ValueError(f"{label}: head dim {s.head_dim}, {s.n_rot} rotary dims, {s.n_head}/{s.n_head_kv} heads "
-                         "(head dim even and at most 256, q heads a multiple of the KV heads)")
+                         "(head dim even and at most 512, q heads a multiple of the KV heads)")
     params = {"hd": s.head_dim, "n_rot": s.n_rot, "eps": s.eps, "base": s.rope_base, "n_head": s.n_head,
               "n_kv": s.n_head_kv, "k_base": s.k_base, "v_base": s.v_base, "rows": s.cache_rows,
               "use_freqs": int(freqs is not None), "chunked": int(chunk is not None),

@@ -407,7 +407,7 @@ class Kernels:
         window (positions, ring rows): only the last `positions` are seen, position p at cache row p % ring rows
         (a sliding-window layer; shaders/attention_span_window.wgsl)."""
         n_head, n_kv_head, hd, scale = shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale
-        if hd % 2 or hd > 256 or n_head % n_kv_head:
+        if hd % 2 or hd > 512 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
         no_rope = {"n_rot": 0, "eps": 0.0, "base": 0.0, "q_stride": 0, "k_base": 0, "v_base": 0, "use_norm": 0}
         fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, **no_rope}
@@ -444,11 +444,12 @@ class Kernels:
         splits = attention_splits(n_ctx, cap)
         pairs = hd // 2
         parts = out if splits == 1 else self._attention_partials(8 * n_head * splits * (1 + pairs))
-        self.record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin, **span},
+        # value pairs per lane (attention.wgsl's VSLOTS): 2 for gemma4's 512-value global heads
+        self.record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin, "VSLOTS": -(-pairs // 128), **span},
                     {1: self.step, **q_binds, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label,
                     {**fields, "n_split": splits})
         if splits > 1:
-            self.record(dl, "attention_combine.wgsl", {}, {1: parts, 2: out}, (n_head, 1), label,
+            self.record(dl, "attention_combine.wgsl", {}, {1: parts, 2: out}, (n_head, -(-pairs // 128)), label,
                         {"n_head": n_head, "n_split": splits, "pairs": pairs})
 
     def _attention_partials(self, nbytes: int):

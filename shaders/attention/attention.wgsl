@@ -34,9 +34,11 @@ const WG: u32 = 256u;
 const CHUNK: u32 = 64u;
 const KLANES: u32 = 8u;                  // lanes sharing one position's q·k
 const KROWS: u32 = WG / KLANES;          // positions per q·k pass (32); CHUNK / KROWS passes per chunk
-const VSPLIT: u32 = 2u;                  // lanes sharing one value pair (even / odd positions); 128 pairs max
+const VSPLIT: u32 = 2u;                  // lanes sharing one value pair (even / odd positions)
+// value pairs per lane: 1 (up to 128 pairs, head dim 256), 2 (up to 256: gemma4's global layers, head dim 512)
+const VSLOTS: u32 = {{VSLOTS}}u;
 const NEG: f32 = -3.0e38;                // "no score yet": exp(NEG - any real score) is 0
-var<workgroup> q_sh: array<vec2<f32>, 128>;
+var<workgroup> q_sh: array<vec2<f32>, 128u * VSLOTS>;
 var<workgroup> red: array<f32, WG>;
 var<workgroup> score: array<f32, CHUNK>;
 var<workgroup> weight: array<f32, CHUNK>;
@@ -79,7 +81,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let vpart = t / (WG / VSPLIT);         // ... over positions j ≡ vpart (mod VSPLIT) of each chunk
   var m = NEG;
   var l = 0.0;
-  var acc = vec2<f32>(0.0, 0.0);
+  var acc: array<vec2<f32>, VSLOTS>;
   for (var c = start; c < end; c += CHUNK) {
     for (var kp = 0u; kp < CHUNK / KROWS; kp++) {
       let li = kp * KROWS + t / KLANES;
@@ -128,37 +130,45 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var j = 0u; j < cn; j++) {
       l += weight[j];
     }
-    if (pj < pairs) {
-      var a = acc * corr;
-      let vb = head_word + pj;
+    for (var sl = 0u; sl < VSLOTS; sl++) {
+      let pjs = pj + sl * (WG / VSPLIT);
+      if (pjs >= pairs) {
+        break;
+      }
+      var a = acc[sl] * corr;
+      let vb = head_word + pjs;
       var j = vpart;
       for (; j + 7u * VSPLIT < cn; j += 8u * VSPLIT) {  // 8 loads in flight, then the same sums in order
         var vw: array<KvWord, 8>;
         for (var u = 0u; u < 8u; u++) {
           let vpos = c + j + u * VSPLIT;
-          vw[u] = v_word(vpos, pj, v_cache[cache_row(vpos) * row_words + vb]);
+          vw[u] = v_word(vpos, pjs, v_cache[cache_row(vpos) * row_words + vb]);
         }
         for (var u = 0u; u < 8u; u++) {
           a += weight[j + u * VSPLIT] * kv_unpack(vw[u]);
         }
       }
       for (; j < cn; j += VSPLIT) {
-        a += weight[j] * kv_unpack(v_word(c + j, pj, v_cache[cache_row(c + j) * row_words + vb]));
+        a += weight[j] * kv_unpack(v_word(c + j, pjs, v_cache[cache_row(c + j) * row_words + vb]));
       }
-      acc = a;
+      acc[sl] = a;
     }
     m = cm;
     workgroupBarrier();
   }
-  acc_sh[t] = acc;
-  workgroupBarrier();
-  if (t < WG / VSPLIT && pj < pairs) {
-    let a = acc_sh[t] + acc_sh[t + WG / VSPLIT];
-    if (p.n_split == 1u) {
-      part[h * pairs + pj] = a / l;
-    } else {
-      part[acc_base + pj] = a;
+  for (var sl = 0u; sl < VSLOTS; sl++) {
+    let pjs = pj + sl * (WG / VSPLIT);
+    acc_sh[t] = acc[sl];
+    workgroupBarrier();
+    if (t < WG / VSPLIT && pjs < pairs) {
+      let a = acc_sh[t] + acc_sh[t + WG / VSPLIT];
+      if (p.n_split == 1u) {
+        part[h * pairs + pjs] = a / l;
+      } else {
+        part[acc_base + pjs] = a;
+      }
     }
+    workgroupBarrier();
   }
   if (t == 0u && p.n_split > 1u) {
     part[slot] = vec2<f32>(m, l);

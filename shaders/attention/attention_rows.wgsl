@@ -24,7 +24,7 @@ struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, q_stride: u32,
 
 const CHUNK: u32 = 64u;
 const SPLIT: u32 = {{SPLIT}}u;
-const MAX_PAIRS_PER_LANE: u32 = 2u;
+const MAX_PAIRS_PER_LANE: u32 = {{PAIRS_PER_LANE}}u;  // 2 (head dim up to 256), 4 (512: gemma4's global layers)
 const HG: u32 = 8u;  // most heads per workgroup
 const NEG: f32 = -3.0e38;
 var<workgroup> q_sh: array<vec2<f32>, 1024>;  // [head][pair]; at the end, a part's rescaled output

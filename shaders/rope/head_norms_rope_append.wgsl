@@ -23,7 +23,7 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> v_cache: array<KvWord>;
 @group(0) @binding(8) var<storage, read> freqs: array<f32>;
 
-var<workgroup> hv: array<f32, 256>;
+var<workgroup> hv: array<f32, 512>;  // one head of up to 512 values (gemma4's global layers)
 const SUM_LANES: u32 = 64u;
 #include "workgroup_sum.wgsl"
 #include "rope_angle.wgsl"

@@ -16,12 +16,15 @@ chunked prefill's rounding resolves the other way (the batched and token-by-toke
 it), and the whole rest of the prompt then moves by up to 0.066 > the f16 limit 0.036; with an f32 cache the
 batched prefill stays within 4.4e-5 of the refs.
 """
+import subprocess
+import sys
 from unittest import mock
 
 import numpy as np
 import pytest
 
-from conftest import GEMMA4_REFS
+from conftest import GEMMA4_REFS, SHARED
+from diskformer.node_engine import run_in_node
 from diskformer.reference import gemma4 as reference_gemma4
 from diskformer.reference import layers, protocol
 from diskformer.reference.model import ReferenceModel
@@ -143,3 +146,35 @@ def test_matches_numpy_reference(engine_runs, models_dir, stem, kv):
             f"{int(diff.argmax())} > {REFERENCE_MAX_ABS[kv]}")
         compared += n_steps
     assert compared >= 32, f"{stem}: only {compared} steps before router near-ties"
+
+
+# The real Gemma 4 26B-A4B's head sizes (256 on the sliding-window layers, 512 on the global ones, which the fixtures'
+# 64 / 128 do not reach: two value pairs per lane in the decode attention, four in the prefill's), on micro's
+# other dimensions, F32 weights: the engine against the numpy reference along a prompt past the window, prefilled
+# in chunks and token by token.
+WIDE_ARGS = ["--arch", "gemma4", "--preset", "micro", "--qtype", "f32", "--head-dim", "256", "--head-dim-full", "512",
+             "--kv-heads-full", "2", "--seed", "7"]
+
+
+@pytest.fixture(scope="module")
+def wide_heads(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gemma4_wide")
+    model = d / "wide-gemma4-f32.gguf"
+    subprocess.run([sys.executable, str(SHARED / "tools" / "make_tiny.py"), *WIDE_ARGS, "--out", str(model)],
+                   check=True, capture_output=True)
+    rng = np.random.default_rng(5)
+    ids, forced = [2] + [int(i) for i in rng.integers(19, 600, 39)], [int(i) for i in rng.integers(19, 600, 8)]
+    jobs = [{"model": str(model), "kv": "f32", "act": "f32", "prefill_chunk": chunk,
+             "runs": [{"ids": ids, "teacher_force": forced, "top": 5, "logits_out": str(d / f"chunk{chunk}.f32")}]}
+            for chunk in (16, 1)]
+    run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[d], timeout=900)
+    ref = ReferenceModel(str(model), Options(dtype=np.float64)).teacher_forced(ids, forced)
+    return d, ref
+
+
+@pytest.mark.parametrize("chunk", [16, 1])
+def test_real_head_sizes_match_numpy_reference(wide_heads, chunk):
+    d, ref = wide_heads
+    rows = np.fromfile(d / f"chunk{chunk}.f32", dtype="<f4").reshape(-1, ref.shape[1])
+    diff = np.abs(rows - ref).max()
+    assert rows.shape == ref.shape and diff <= REFERENCE_MAX_ABS["f32"], f"max |engine - reference| {diff:.3g}"

@@ -71,6 +71,9 @@ CASES += [
     ("win32_ring95_f32", 8, 4, 64, 64, 40, 60, "f32", None),
     ("win16_ring79_split4", 4, 2, 64, 64, 64, 3, "f16", 4),
     ("win100_ring107", 4, 1, 128, 8, 8, 150, "f16", None),
+    # gemma4's global heads of 512 values (4 value pairs per lane), 4 query heads per workgroup
+    ("g4_hd512", 16, 2, 512, 8, 8, 70, "f16", None),
+    ("g4_hd512_split4", 8, 2, 512, 4, 4, 130, "f32", 4),
 ]
 
 
