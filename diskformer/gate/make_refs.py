@@ -12,7 +12,7 @@ cache format the page loads with (f16 unless --kv f32).
 
 gemma4 fixtures (--fixtures ../shared/fixtures-gemma4 --models fixtures/models-gemma4): the prompt is one Gemma
 user turn; the engine computes GELU exactly, so an F32 model's margins and limit are the exact-GELU refs' (whose
-argmax must equal the greedy ids), and the page loads it by the direct path (its experts are not streamed yet).
+argmax must equal the greedy ids).
 """
 import argparse
 import json
@@ -62,9 +62,6 @@ def build(stem: str, fixtures: Path, models: Path, kv: str) -> dict:
         raise SystemExit(f"make_refs: {stem}'s exact-GELU argmax leaves the greedy ids; no gate refs from it")
     margins = [s["margin"] for s in (exact or prompt)["steps"]]
     load_options = {"kv": kv} if kv != "f16" else {}
-    from py_engine.models.registry import architecture
-    if not architecture(local.arch).streams_experts:
-        load_options["path"] = "direct"
     stop_at = next((i for i, t in enumerate(ids) if t in local.tokenizer.stop_ids), None)
     if stop_at is not None:
         ids, margins = ids[:stop_at], margins[:stop_at + 1]

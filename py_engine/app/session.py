@@ -232,10 +232,6 @@ class Session:
                 gpu_need(header, n_ctx, kv)  # the architecture check
             except ValueError as e:
                 raise unsupported(name, e) from None
-            from ..models.registry import architecture
-            if not architecture(header.architecture).streams_experts:  # refused before anything is stored
-                raise BadModelFile(f"{name}: a {header.architecture} model cannot be streamed from the model store "
-                                   "yet; load it with the direct path (every expert on the GPU)")
             self._check_tokenizer(name, header)
             # a pinned source carries its sha256: the ingest checks it (else it records the hash it computed)
             await store_load.ingest_into(storage, folder, src, progress, self.store_lock,

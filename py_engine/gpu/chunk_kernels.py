@@ -185,7 +185,7 @@ class ChunkKernels:
         stride = layout.slot_stride
         targets = []
         for b, buf in enumerate(pool_buffers):
-            bufs = {binds[0]: buf, binds[1]: buf} if pool.fmt == "q8" else {binds[0]: buf}  # f32: no scale plane
+            bufs = {binds[0]: buf, binds[1]: buf} if pool.fmt in ("q8", "q4") else {binds[0]: buf}  # f32: no scales
             targets.append((b, layout.slots_per_buffer, stride // 16, stride // 2, pool.codes_off // 16,
                             pool.scales_off // 2, bufs))
         return targets

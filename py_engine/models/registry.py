@@ -26,7 +26,6 @@ class Architecture:
     # the whole sequence state is the KV cache: a shorter prefix is a smaller position (no recurrent layers)
     attention_only: bool
     tensor_type_names: tuple = GPU_TENSOR_TYPES
-    streams_experts: bool = True  # runs from a model store with its experts paged (engine/store_decoder.py)
 
     @property
     def tensor_types(self) -> frozenset:
@@ -41,7 +40,7 @@ ARCHITECTURES = {a.name: a for a in (
     Architecture("qwen35moe", Qwen35MoeConfig, "Qwen35Moe", attention_only=False),
     # sliding-window layers keep only their window's rows (a ring): a shorter prefix cannot be resumed from
     Architecture("gemma4", Gemma4Config, "Gemma4", attention_only=False,
-                 tensor_type_names=GPU_TENSOR_TYPES + ("Q4_0", "Q6_K"), streams_experts=False),
+                 tensor_type_names=GPU_TENSOR_TYPES + ("Q4_0", "Q6_K")),
 )}
 NAMES = tuple(ARCHITECTURES)
 

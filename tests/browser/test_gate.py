@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 GATE = REPO / "tests" / "gate"
 REFS = GATE / "micro-qwen3moe-f32.gate.json"  # the page's default f16 KV cache: tolerance 0.02
 REFS_KV32 = GATE / "micro-qwen3moe-f32.kv-f32.gate.json"  # f32 KV cache: tolerance 0.002, every step compared
-GEMMA4_REFS_KV32 = GATE / "micro-gemma4-f32.kv-f32.gate.json"  # gemma4, exact-GELU margins, the direct path
+GEMMA4_REFS_KV32 = GATE / "micro-gemma4-f32.kv-f32.gate.json"  # gemma4, exact-GELU margins
 STEPS = 8
 
 
@@ -97,7 +97,7 @@ def test_checked_in_refs_are_what_make_refs_builds(fixture_models, stem, kv, pat
 
 def test_checked_in_gemma4_refs_are_what_make_refs_builds(gemma4_models):
     built = build("micro-gemma4-f32", REPO.parent / "shared" / "fixtures-gemma4", gemma4_models, "f32")
-    assert built["model"]["load_options"] == {"kv": "f32", "path": "direct"}
+    assert built["model"]["load_options"] == {"kv": "f32"}
     assert dumps(built) == GEMMA4_REFS_KV32.read_text(encoding="utf-8")
 
 
@@ -115,8 +115,8 @@ def test_gate_passes_on_fixture_refs(fixture_models):
 
 
 def test_gate_passes_on_gemma4_fixture_refs(gemma4_models):
-    """The chat page runs gemma4 (micro-gemma4-f32, f32 KV cache, by the direct path) and replies as llama.cpp's
-    exact-GELU build does up to the first margin under the limit."""
+    """The chat page runs gemma4 (micro-gemma4-f32, f32 KV cache, by the page's default load path) and replies as
+    llama.cpp's exact-GELU build does up to the first margin under the limit."""
     _require_browser()
     rc, out = _gate(GEMMA4_REFS_KV32, "--models", gemma4_models.resolve())
     assert rc == 0, out

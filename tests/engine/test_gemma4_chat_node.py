@@ -6,7 +6,7 @@ prompt ids exactly and the reply reproduces llama.cpp's greedy ids as far as the
 (free-running is not a pass/fail criterion past a small margin). A second turn resumes from a checkpoint taken at a
 turn boundary (gemma4 cannot truncate its cached conversation: its sliding-window rings only go forward, so the
 checkpoints copy them, engine/checkpoints.py) and equals the same turn computed from a reset state. The store path
-refuses gemma4 before storing anything.
+ingests the file into a model store and streams the experts from it into the smallest pool: the same reply.
 """
 import pytest
 
@@ -20,7 +20,8 @@ FOLLOW_UP = "And in two words?"
 TURN_ID = 6  # <|turn>, which opens every turn (the fixtures' README)
 
 ENGINE_CODE = r'''
-from py_engine.app.errors import BadModelFile
+import re
+from py_engine.app.errors import BudgetTooSmall
 from py_engine.app.gpu_need import gpu_need
 from py_engine.app.session import Session
 from py_engine.gguf import read_gguf_file
@@ -52,12 +53,15 @@ async def main(args):
     s.unload()
     storage = MemoryStorage()
     stored = Session(storage=lambda: storage)
+    opts = {"n_ctx": 256, "kv": "f32", "budget_bytes": 1000}
     try:
-        await stored.load({"kind": "path", "path": args["model"]}, {"n_ctx": 256, "kv": "f32"})
-        out["store"] = None
-    except BadModelFile as e:
-        out["store"] = str(e)
-    out["stored"] = await storage.models()
+        await stored.load({"kind": "path", "path": args["model"]}, opts)
+    except BudgetTooSmall as e:  # the smallest budget the model runs in, from the refusal's numbers
+        minimum = int(re.search(r"give at least (\d+) B", str(e)).group(1))
+    out["store_load"] = await stored.load({"kind": "stored", "name": "micro-gemma4-f32.gguf"},
+                                          dict(opts, budget_bytes=minimum))
+    out["store_turn1"] = reply(await stored.generate(first, False, GREEDY, 32), stored)
+    stored.unload()
     return out
 '''
 
@@ -99,6 +103,7 @@ def test_gpu_need_is_what_the_cache_took(chat_out):
     assert chat_out["need"]["kv_cache"] >= chat_out["kv_bytes"] > 0
 
 
-def test_store_path_refuses_gemma4_before_storing(chat_out):
-    assert "cannot be streamed from the model store yet" in chat_out["store"]
-    assert "direct path" in chat_out["store"] and chat_out["stored"] == []
+def test_store_path_streams_experts_and_gives_the_same_reply(chat_out):
+    load, streamed = chat_out["store_load"], chat_out["store_turn1"]
+    assert load["path"] == "store" and load["experts"] == "streamed" and load["arch"] == "gemma4"
+    assert streamed["ids"] == chat_out["turn1"]["ids"]
