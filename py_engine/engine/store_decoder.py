@@ -67,6 +67,9 @@ class StoreDecoder(Decoder):
         t0 = time.perf_counter()
         manifest, header = await open_store(sink)
         spec = architecture(header.architecture)
+        if opts.cpu_tier and not spec.cpu_expert_tier:
+            raise ValueError(f"the CPU expert workers compute SwiGLU experts; {spec.name}'s GELU experts are not "
+                             "supported there yet: turn the CPU expert workers off")
         cfg = spec.config.from_header(header)
         model = spec.model()(cfg)
         ex = manifest["layout"]["experts"]
