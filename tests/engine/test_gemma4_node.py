@@ -184,7 +184,9 @@ def test_real_head_sizes_match_numpy_reference(wide_heads, chunk):
 
 # The store engine: each model ingested into a model store (CPython), then run from it with the routed experts
 # streamed into the smallest pool the budget allows (split into buffers of 3 slots), prompts in chunks, by the
-# same protocol; an F32 twin with an f32 cache also against the GGUF engine's logits.
+# same protocol; an F32 twin with an f32 cache also against the GGUF engine's logits, and once more with every token
+# stopped on the GPU where a layer's experts are missing (early stop, resumed after the paging) and the next
+# layer's experts guessed by the router look-ahead and prefetched.
 STORE_JOBS = [("micro-gemma4-f32", "f32", "f32"), ("micro-gemma4", "f16", "q8"), ("tiny-gemma4", "f16", "q8")]
 STORE_MAX_ABS = 1e-3  # measured 5.5e-5 (the pool kernels add the products in another order than the resident ones)
 
@@ -208,6 +210,10 @@ def store_runs(models_dir, engine_runs, tmp_path_factory):
                 for p in protocol.load_refs(stem, GEMMA4_REFS)["prompts"]]
         jobs.append({"store": str(root / stem), "kv": kv, "act": act, "budget": "min", "verify_pool": True,
                      "max_pool_buffer": 3 * manifest["layout"]["experts"]["record_size"], "runs": runs})
+    stem, kv, act = STORE_JOBS[0]
+    early = [dict(r, logits_out=r["logits_out"].replace(f".{kv}.", ".early.")) for r in jobs[0]["runs"]]
+    jobs.append({"store": str(root / stem), "kv": kv, "act": act, "budget": "min", "routing": "early_stop",
+                 "prefetch_depth": 1, "prefill_chunk": 1, "runs": early})
     return out, run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[root, models_dir, out],
                             timeout=1800)
 
@@ -225,10 +231,14 @@ def test_store_engine_with_the_smallest_pool_passes_the_protocol(store_runs, ste
     assert result.passed, result.report()
 
 
-def test_store_engine_gives_the_gguf_engines_logits(store_runs, engine_runs):
+@pytest.mark.parametrize("tag", ["f32", "early"])
+def test_store_engine_gives_the_gguf_engines_logits(store_runs, engine_runs, tag):
     stem = "micro-gemma4-f32"
+    if tag == "early":
+        stats = store_runs[1]["jobs"][-1]["stats"]
+        assert stats["routing"] == "early_stop" and stats["resumes"] > 0 and stats["guessed"] > 0
     for p in protocol.load_refs(stem, GEMMA4_REFS)["prompts"]:
         n_vocab = protocol.load_step0_logits(stem, 0, GEMMA4_REFS).size
-        streamed = engine_logits(store_runs[0], stem, "f32", p["index"], n_vocab)
+        streamed = engine_logits(store_runs[0], stem, tag, p["index"], n_vocab)
         resident = engine_logits(engine_runs[0], stem, "f32", p["index"], n_vocab)
         assert np.abs(streamed - resident).max() <= STORE_MAX_ABS
