@@ -80,8 +80,11 @@ async def main(args):
                                                                        k_base=a["k_base"], v_base=a["v_base"]))
             elif k == "attention":
                 y = out(a["y"], a["n_head"] * a["hd"] * 4)
+                kern.attention_max_splits = a.get("max_splits")  # None: by adapter
                 kern.attention(dl, buf(a["q"]), buf(a["kc"]), buf(a["vc"]), y,
-                               DecodeAttentionShape(a["n_head"], a["n_kv"], a["hd"], a["scale"]))
+                               DecodeAttentionShape(a["n_head"], a["n_kv"], a["hd"], a["scale"]),
+                               window=tuple(a["window"]) if a.get("window") else None)
+                kern.attention_max_splits = None
             elif k == "silu_mul":
                 kern.silu_mul(dl, buf(a["g"]), buf(a["u"]), out(a["y"], a["n"] * 4), a["n"])
             elif k == "add":

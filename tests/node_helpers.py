@@ -5,17 +5,19 @@ from diskformer.node_engine import run_in_node
 from diskformer.reference import protocol
 
 
-def run_teacher_forced(jobs, fixture_models, refs_dir, out, timeout, act="q8"):
+def run_teacher_forced(jobs, fixture_models, refs_dir, out, timeout, act="q8", prefill_chunk=None):
     """Run every (stem, kv) of `jobs` in one Node process (start-up and shader compilation cost seconds), each
     prompt of the stem's refs teacher-forced along its greedy_ids, top 5 per step; every step's raw f32 logits go
     to out/{stem}.{kv}.{prompt index}.f32 (read them with engine_logits). act: the engine's activation mode ("q8":
-    Q8_0 products quantise their input as llama.cpp does; "f32"). Returns the entry's result."""
+    Q8_0 products quantise their input as llama.cpp does; "f32"). prefill_chunk: the prompts' chunk (None: the
+    engine's default; 1: token by token). Returns the entry's result."""
     node_jobs = []
     for stem, kv in jobs:
         refs = protocol.load_refs(stem, refs_dir)
         runs = [{"ids": p["prompt_ids"], "teacher_force": p["greedy_ids"][:-1], "top": 5,
                  "logits_out": str(out / f"{stem}.{kv}.{p['index']}.f32")} for p in refs["prompts"]]
-        node_jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "kv": kv, "act": act, "runs": runs})
+        node_jobs.append({"model": str(fixture_models / f"{stem}.gguf"), "kv": kv, "act": act, "runs": runs,
+                          **({} if prefill_chunk is None else {"prefill_chunk": prefill_chunk})})
     return run_in_node("py_engine.engine.node_entry:run", {"jobs": node_jobs}, mounts=[fixture_models, out],
                        timeout=timeout)
 

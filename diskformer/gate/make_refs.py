@@ -9,6 +9,10 @@ tokenizer, for thinking on and off); a fixture whose prompt the template cannot 
 greedy run ignores end-of-generation tokens, so the reply is cut before the first one (and marked reply_stop).
 The tolerance is the fixture's own limit (refs/tolerances.json) for this engine: f32 activations, and the KV
 cache format the page loads with (f16 unless --kv f32).
+
+gemma4 fixtures (--fixtures ../shared/fixtures-gemma4 --models fixtures/models-gemma4): the prompt is one Gemma
+user turn; the engine computes GELU exactly, so an F32 model's margins and limit are the exact-GELU refs' (whose
+argmax must equal the greedy ids).
 """
 import argparse
 import json
@@ -20,6 +24,7 @@ from .model_file import REPO, LocalModel, sha256_file
 
 FIXTURES = REPO.parent / "shared" / "fixtures"
 CHATML = re.compile(r"<\|im_start\|>user\n(.*)<\|im_end\|>\n<\|im_start\|>assistant\n\Z", re.S)
+GEMMA = re.compile(r"<bos><\|turn>user\n(.*)<turn\|>\n<\|turn>model\n<\|channel>thought\n<channel\|>\Z", re.S)
 CHAT_PROMPT = 1
 NUMBER_LIST = re.compile(r"\[\s+([-+\d.eE,\s]+?)\s+\]")
 
@@ -29,7 +34,8 @@ def tolerance_for(tolerances: dict, stem: str, kv: str) -> float:
     if t is None:
         raise SystemExit(f"make_refs: no tolerance for {stem} in refs/tolerances.json")
     if t["weights"] == "F32":
-        return t[f"{kv}_kv_cache"]["top1_required_if_margin_ge"]
+        key = f"{kv}_kv_cache" if f"{kv}_kv_cache" in t else f"{kv}_kv_cache_exact_gelu"  # gemma4: exact GELU
+        return t[key]["top1_required_if_margin_ge"]
     return t["f32_activations"]["top1_required_if_margin_ge"]  # the engine computes f32 activations
 
 
@@ -37,9 +43,9 @@ def build(stem: str, fixtures: Path, models: Path, kv: str) -> dict:
     refs = json.loads((fixtures / "refs" / f"{stem}.json").read_text(encoding="utf-8"))
     tolerances = json.loads((fixtures / "refs" / "tolerances.json").read_text(encoding="utf-8"))
     prompt = refs["prompts"][CHAT_PROMPT]
-    m = CHATML.match(prompt["text"])
+    m = CHATML.match(prompt["text"]) or GEMMA.match(prompt["text"])
     if m is None:
-        raise SystemExit(f"make_refs: prompt {CHAT_PROMPT} of {stem} is not one ChatML user turn")
+        raise SystemExit(f"make_refs: prompt {CHAT_PROMPT} of {stem} is not one ChatML or Gemma user turn")
     messages = [{"role": "user", "content": m.group(1)}]
     model_path = models / f"{stem}.gguf"
     if not model_path.is_file():
@@ -51,7 +57,11 @@ def build(stem: str, fixtures: Path, models: Path, kv: str) -> dict:
                          f"{CHAT_PROMPT} of {stem} to llama.cpp's prompt ids (with thinking on or off), so the "
                          "page cannot be asked llama.cpp's question")
     ids = list(prompt["greedy_ids"])
-    margins = [s["margin"] for s in prompt["steps"]]
+    exact = prompt.get("exact_gelu")  # gemma4 F32 refs: what an exact GELU gives along the same ids
+    if exact is not None and exact["argmax"] != ids:
+        raise SystemExit(f"make_refs: {stem}'s exact-GELU argmax leaves the greedy ids; no gate refs from it")
+    margins = [s["margin"] for s in (exact or prompt)["steps"]]
+    load_options = {"kv": kv} if kv != "f16" else {}
     stop_at = next((i for i, t in enumerate(ids) if t in local.tokenizer.stop_ids), None)
     if stop_at is not None:
         ids, margins = ids[:stop_at], margins[:stop_at + 1]
@@ -59,7 +69,7 @@ def build(stem: str, fixtures: Path, models: Path, kv: str) -> dict:
         "about": f"made by diskformer.gate.make_refs from the shared fixture refs/{stem}.json (prompt "
                  f"{CHAT_PROMPT}, llama.cpp {refs['about'].get('llama_cpp', {}).get('build_info', '')})".strip(),
         "model": {"name": model_path.name, "sha256": sha256_file(model_path),
-                  **({"load_options": {"kv": kv}} if kv != "f16" else {})},
+                  **({"load_options": load_options} if load_options else {})},
         "tolerance": {"argmax_margin": tolerance_for(tolerances, stem, kv)},
         "conversations": [{
             "messages": messages, "thinking": thinking, "prompt_ids": prompt["prompt_ids"],

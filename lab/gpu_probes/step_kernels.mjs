@@ -46,7 +46,7 @@ report({ kernel: 'empty dispatch (1 workgroup)', us: +(await time(empty.pipe, em
   });
   const kc = mkbuf(words(maxCtx * nkv * pairs)), vc = mkbuf(words(maxCtx * nkv * pairs)), q = mkbuf(floats(nh * hd));
   const out = device.createBuffer({ size: 4 * nh * hd, usage: S | CS });
-  const code = assemble('attention.wgsl', { KV: 'f16', QIN: 'ready' }), combine = assemble('attention_combine.wgsl', {});
+  const code = assemble('attention.wgsl', { KV: 'f16', QIN: 'ready', SPAN: 'all', VSLOTS: 1 }), combine = assemble('attention_combine.wgsl', {});
   // the loops that issue 8 loads before adding never run (their remainder loops take every term, in the same order):
   // the kernels as they were, each load added before the next is issued
   const oneAtATime = (c, loops) => loops.reduce((acc, [from, to]) => {

@@ -25,7 +25,7 @@ class GpuNeed:
 
 def gpu_need(header, n_ctx: int, kv_format: str = "f16") -> GpuNeed:
     """Raises ValueError for an architecture the GPU engine does not run."""
-    from ..models.cache import kv_cache_bytes  # Pyodide only (the models record WebGPU dispatches)
+    from ..models.cache import kv_cache_bytes, layer_kv_cache_bytes  # Pyodide only (the models record dispatches)
     from ..models.registry import architecture
 
     spec = architecture(header.architecture)
@@ -35,8 +35,15 @@ def gpu_need(header, n_ctx: int, kv_format: str = "f16") -> GpuNeed:
     model = spec.model()(cfg)
     from ..engine.checkpoints import DEFAULT_CHECKPOINTS, checkpoint_bytes
     # the KV cache, and the recurrent state's checkpoints kept beside it (engine/checkpoints.py)
-    kv = (kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
-          + checkpoint_bytes(model, DEFAULT_CHECKPOINTS))
+    if hasattr(model, "kv_cache_shapes"):  # caches that differ by layer (gemma4), rings sized for a GPU's chunks
+        from ..engine.decoder import DEFAULT_PREFILL_CHUNK
+        shapes = model.kv_cache_shapes(n_ctx, DEFAULT_PREFILL_CHUNK)
+        kv = layer_kv_cache_bytes(shapes, kv_format)
+        # the checkpoints copy the rings (engine/checkpoints.py)
+        kv += DEFAULT_CHECKPOINTS * layer_kv_cache_bytes([shapes[i] for i in model.ring_layers], kv_format)
+    else:
+        kv = kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+    kv += checkpoint_bytes(model, DEFAULT_CHECKPOINTS)
     acts = 4 * sum(n for _, n in model.work_buffers()) + 4 * cfg.n_vocab  # + the logits staging buffer
     weights = sum(t.nbytes for t in header.tensors_by_name.values())
     return GpuNeed(weights=weights, kv_cache=kv, activations=acts, n_ctx=n_ctx)

@@ -368,8 +368,8 @@ def streamed_rates(summary: dict, streamer) -> dict:
 
 
 def unsupported(name, err) -> BadModelFile:
-    return BadModelFile(f"{name} is a model this engine does not run: choose a Qwen3 MoE or Qwen3.5/3.6 MoE GGUF",
-                        str(err))
+    return BadModelFile(f"{name} is a model this engine does not run: choose a Qwen3 MoE, Qwen3.5/3.6 MoE or Gemma 4 "
+                        "26B-A4B GGUF", str(err))
 
 
 def clean_messages(messages) -> list:

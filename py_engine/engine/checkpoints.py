@@ -10,7 +10,8 @@ only the rest. This is what llama.cpp's context checkpoints do for hybrid and sl
 Why it is exact: a checkpoint of n tokens holds the state after exactly those tokens, and the KV rows below n are
 unchanged as long as the position never went back below n since: every rewind to m drops the checkpoints past m,
 and a reset drops them all. The conv window is a ring indexed by position (slot pos % K), so a copy of the whole
-ring restored at the same position reads the same inputs.
+ring restored at the same position reads the same inputs. A sliding-window layer whose KV cache is a ring of rows
+(gemma4: model.ring_layers) overwrites the rows of old positions likewise, so its K and V caches are copied too.
 """
 from ..gpu.buffers import COPY_DST, COPY_SRC, create_buffer
 from ..gpu.commands import DispatchList
@@ -26,6 +27,15 @@ def state_buffers(model) -> list:
     return [(name, 4 * n) for name, n in model.work_buffers() if name.startswith(STATE_BUFFERS)]
 
 
+def state_sources(model, acts, cache) -> list:
+    """(label, buffer, bytes) of what a checkpoint copies: the recurrent work buffers, and the K/V rings of the
+    layers the model keeps as rings (model.ring_layers)."""
+    out = [(name, acts[name], n) for name, n in state_buffers(model)]
+    for i in getattr(model, "ring_layers", ()):
+        out += [(f"cache_k.{i}", cache.k[i], int(cache.k[i].size)), (f"cache_v.{i}", cache.v[i], int(cache.v[i].size))]
+    return out
+
+
 def checkpoint_bytes(model, count: int) -> int:
     """GPU bytes of `count` checkpoints of `model`'s recurrent state."""
     return count * sum(n for _, n in state_buffers(model))
@@ -34,20 +44,21 @@ def checkpoint_bytes(model, count: int) -> int:
 class StateCheckpoints:
     """`count` copies of the recurrent state, each remembering the token count it holds (None: empty)."""
 
-    def __init__(self, gpu, model, acts, count: int):
+    def __init__(self, gpu, model, acts, count: int, cache=None):
         self.gpu = gpu
         self.buffers = []
         self.saves, self.restores = [], []  # per slot: the recorded copies into it and back out of it
+        sources = state_sources(model, acts, cache)
         for slot in range(count):
             save, restore = DispatchList(), DispatchList()
-            for name, nbytes in state_buffers(model):
+            for name, buf, nbytes in sources:
                 copy = create_buffer(gpu, nbytes, COPY_SRC | COPY_DST, f"checkpoint{slot}.{name}")
                 self.buffers.append(copy)
-                save.copy(acts[name], 0, copy, 0, nbytes, f"save {name}")
-                restore.copy(copy, 0, acts[name], 0, nbytes, f"restore {name}")
+                save.copy(buf, 0, copy, 0, nbytes, f"save {name}")
+                restore.copy(copy, 0, buf, 0, nbytes, f"restore {name}")
             self.saves.append(save)
             self.restores.append(restore)
-        self.nbytes = checkpoint_bytes(model, count)
+        self.nbytes = count * sum(n for _, _, n in sources)
         self.held = [None] * count  # token count per slot
         self._used = [0] * count  # when each slot was last saved or restored (the oldest is replaced)
         self._clock = 0

@@ -127,7 +127,10 @@ class Decoder:
             for name, n in model.work_buffers():
                 acts.add(name, n)
             # a model whose layers do not all attend (qwen35moe) says how many own a KV cache
-            cache = KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+            chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
+            # (gemma4's layers differ in their caches' shapes, its windows' rings hold a chunk more: its own)
+            cache = model.kv_cache(gpu, n_ctx, kv_format, chunk) if hasattr(model, "kv_cache") else \
+                KVCache(gpu, cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
             # all experts resident: layer i's pool is its own expert tensor, slot = expert id
             ident = struct.pack(f"<{cfg.n_layer * cfg.n_expert}I", *(list(range(cfg.n_expert)) * cfg.n_layer))
             slot_map = upload(gpu, ident, "slot_map")
@@ -144,7 +147,7 @@ class Decoder:
             # a queued step's 8 bytes, or a run's 8 per token (launch_argmax_run)
             dec.argmax_stagings = [create_buffer(gpu, 8 * MAX_TOKENS_PER_SUBMIT, MAP_READ | COPY_DST,
                                                  f"argmax_staging{i}") for i in range(STEPS_IN_FLIGHT)]
-            dec.attach_prefill(default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk)
+            dec.attach_prefill(chunk)
             dec.attach_checkpoints(opts.state_checkpoints)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, weights_bytes=loader.bytes_uploaded,
                          dispatches=dec.dl.count, kv_bytes=cache.nbytes, activation_bytes=acts.nbytes,
@@ -165,8 +168,8 @@ class Decoder:
     # --- checkpoints of the recurrent state (checkpoints.py) ------------------------------------------------------
     def attach_checkpoints(self, count: int):
         """Keep up to `count` copies of the recurrent state (none for a model without recurrent layers)."""
-        if count > 0 and state_buffers(self.model):
-            self.checkpoints = StateCheckpoints(self.gpu, self.model, self.acts, count)
+        if count > 0 and (state_buffers(self.model) or getattr(self.model, "ring_layers", ())):
+            self.checkpoints = StateCheckpoints(self.gpu, self.model, self.acts, count, self.cache)
         self.stats["state_checkpoints"] = self.checkpoints.count if self.checkpoints is not None else 0
         self.stats["checkpoint_bytes"] = self.checkpoints.nbytes if self.checkpoints is not None else 0
 

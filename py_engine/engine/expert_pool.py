@@ -164,7 +164,7 @@ class StreamingKernels(Kernels):
                       "spb": lay.slots_per_buffer, "stride": lay.slot_stride, "codes_off": pool.codes_off,
                       "scales_off": pool.scales_off}
             binds = {1: x, 2: y, 3: buf, 5: self.pool.route_slots}
-            if pool.fmt == "q8":
+            if pool.fmt in ("q8", "q4"):  # the scales sub-plane, read through the same buffer
                 binds[4] = buf
             self.record(dl, "moe_pool_matvec.wgsl", {"WFMT": pool.fmt, "XFMT": xfmt(self, pool.fmt), "LANES": lanes,
                                                     "STAGED_BLOCKS": nb},

@@ -12,16 +12,22 @@ converting to a JS array first cost ~5x more (7.5 s for a 1.3 GB model on lavapi
 Stacking (`stacked`): matrices that multiply the same input go into one matrix of their summed rows, so the decode
 step does one matvec for all of them; each part stays usable alone as a row view (GpuMatrix.row_view).
 """
+import array
 import asyncio
 
 from py_engine.gguf import GGMLType
+from py_engine.gguf.planes import split_q4_0
 
 from ..gpu.buffers import storage_buffer, write_bytes
 from ..gpu.kernels import GpuMatrix
 from ..gpu.q8_split import DEFAULT_SCRATCH, Q8Splitter
 
 Q8_BLOCK = 34
+Q4_BLOCK, Q6K_BLOCK = 18, 210
 GPU_FMT = {GGMLType.Q8_0: "q8", GGMLType.F32: "f32"}
+# GPU bytes a row of `cols` values takes beyond Q8_0 / F32: Q4_0 as its two planes (split on the CPU: 16 code bytes
+# and one f16 scale a block), Q6_K as its raw blocks (weights_q6k.wgsl reads them as stored)
+PLANE_ROW_BYTES = {GGMLType.Q4_0: lambda cols: cols // 32 * Q4_BLOCK, GGMLType.Q6_K: lambda cols: cols // 256 * Q6K_BLOCK}
 
 
 def stack_layout(header, name: str, parts, max_band_bytes: int):
@@ -140,19 +146,46 @@ class WeightLoader:
             raise ValueError(f"{name}: {t.n_elements} values, expected {expect_len}")
         return self._upload(self.source.read(t.abs_offset, t.nbytes), name)
 
+    def scaled_vector(self, name: str, expect_len: int, factor: float):
+        """A 1-D F32 tensor times `factor` (each product rounded to f32) as a storage buffer."""
+        t = self.header.tensor(name)
+        if t.type != GGMLType.F32 or t.n_elements != expect_len:
+            raise ValueError(f"{name}: expected {expect_len} F32 values, the file has {t.n_elements} {t.type.name}")
+        values = array.array("f", self.source.read(t.abs_offset, t.nbytes))
+        return self._upload(array.array("f", (v * factor for v in values)).tobytes(), name)
+
+    def _plane_bands(self, name, t, cols, rows, single_band):
+        """A Q4_0 or Q6_K tensor's row bands: Q4_0 split on the CPU into the nibble and f16-scale planes
+        (weights_q4.wgsl), Q6_K as stored (weights_q6k.wgsl); each plane padded to whole words."""
+        row_bytes = PLANE_ROW_BYTES[t.type](cols)
+        band_rows = max(1, self.max_band_bytes // row_bytes)
+        if single_band and band_rows < rows:
+            raise ValueError(f"{name}: {rows * row_bytes} B does not fit one binding ({self.max_band_bytes} B)")
+        bands = []
+        for r0 in range(0, rows, band_rows):
+            n = min(band_rows, rows - r0)
+            data = self.source.read(t.abs_offset + r0 * row_bytes, n * row_bytes)
+            label = f"{name}[{r0}:{r0 + n}]"
+            planes = split_q4_0(data) if t.type == GGMLType.Q4_0 else (data,)
+            bands.append((r0, n, {3 + i: self._upload(plane + bytes(-len(plane) % 4), label)
+                                  for i, plane in enumerate(planes)}))
+        return GpuMatrix(name, "q4" if t.type == GGMLType.Q4_0 else "q6k", rows, cols, bands)
+
     def matrix(self, name: str, expect_shape: tuple | None = None, single_band: bool = False) -> GpuMatrix:
-        """A 2-D or 3-D (experts) Q8_0 / F32 tensor as a GpuMatrix of rows x cols (cols = the contiguous axis)."""
+        """A 2-D or 3-D (experts) Q8_0 / F32 / Q4_0 / Q6_K tensor as a GpuMatrix of rows x cols (cols = the contiguous axis)."""
         t = self.header.tensor(name)
         if expect_shape is not None and tuple(t.shape) != tuple(expect_shape):
             raise ValueError(f"{name}: shape {t.shape}, expected {expect_shape}")
         cols = t.dims[0]
         rows = t.n_elements // cols
+        if t.type in PLANE_ROW_BYTES:
+            return self._plane_bands(name, t, cols, rows, single_band)
         if t.type == GGMLType.Q8_0:
             fmt, row_bytes, gpu_row_bytes = "q8", cols // 32 * Q8_BLOCK, cols
         elif t.type == GGMLType.F32:
             fmt, row_bytes, gpu_row_bytes = "f32", cols * 4, cols * 4
         else:
-            raise ValueError(f"{name}: tensor type {t.type.name} is not supported by the engine yet (Q8_0, F32)")
+            raise ValueError(f"{name}: tensor type {t.type.name} is not supported by the engine yet (Q8_0, Q4_0, Q6_K, F32)")
         band_rows = max(1, self.max_band_bytes // gpu_row_bytes)
         if single_band and band_rows < rows:
             raise ValueError(f"{name}: {rows * gpu_row_bytes} B does not fit one binding "

@@ -60,8 +60,10 @@ class RouterLookAhead:
             w = self.layers[t]
             label = f"lookahead_logits-{layer}>{t}"
             if self.source == "h":  # target layer t's norm, fused into its router product (Kernels.matvec)
+                # gemma4's router has a norm weight of its own (router_norm: ffn_gate_inp.scale / sqrt(n_embd))
+                norm = w["router_norm"] if "router_norm" in w else w["ffn_norm"]
                 kern.matvec(dl, w["ffn_gate_inp"], self.acts["h"], self.logits, label=label,
-                            prep=NormedInput(w["ffn_norm"], c.rms_eps, xn_out=self.x))
+                            prep=NormedInput(norm, c.rms_eps, xn_out=self.x))
             else:
                 kern.matvec(dl, w["ffn_gate_inp"], self.acts["xn"], self.logits, label=label)
             kern.router_topk(dl, self.logits, (self.ids, self.entry(layer, t), 4 * self.k), self.weights,

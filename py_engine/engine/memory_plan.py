@@ -4,7 +4,7 @@ the prefill chunk) and the expert pool (budget.py), and which prefill chunk fits
 """
 from dataclasses import dataclass
 
-from ..models.cache import STATE_BUFFERS, kv_cache_bytes
+from ..models.cache import STATE_BUFFERS, kv_cache_bytes, layer_kv_cache_bytes
 from .budget import BudgetInputs, BudgetPlan, min_pool_bytes, plan_budget
 from .checkpoints import checkpoint_bytes
 from .decoder import default_prefill_chunk
@@ -50,13 +50,16 @@ def fit_prefill_chunk(model, chunk: int, budget_bytes, rest: int) -> int:
     return chunk
 
 
-def fit_checkpoints(model, count: int, budget_bytes, rest: int) -> int:
+def fit_checkpoints(model, count: int, budget_bytes, rest: int, ring_bytes: int = 0) -> int:
     """The state checkpoints a store engine keeps under `budget_bytes`: `count`, fewer while they would take more
-    than CHECKPOINT_BUDGET_SHARE of the budget or not fit beside `rest`."""
+    than CHECKPOINT_BUDGET_SHARE of the budget or not fit beside `rest`. ring_bytes: what each also copies of the
+    model's K/V rings (checkpoints.state_sources)."""
     if not isinstance(budget_bytes, int) or isinstance(budget_bytes, bool):
         return count
-    while count > 0 and (checkpoint_bytes(model, count) > CHECKPOINT_BUDGET_SHARE * budget_bytes
-                         or rest + checkpoint_bytes(model, count) > budget_bytes):
+
+    def size(n):
+        return checkpoint_bytes(model, n) + n * ring_bytes
+    while count > 0 and (size(count) > CHECKPOINT_BUDGET_SHARE * budget_bytes or rest + size(count) > budget_bytes):
         count -= 1
     return count
 
@@ -80,7 +83,19 @@ class MemoryPlan:
         return self.budget.full
 
 
+<<<<<<< HEAD
 def plan_memory(model, manifest, gpu, opts, header=None) -> MemoryPlan:
+=======
+def model_kv_bytes(model, n_ctx: int, kv_format: str, chunk: int) -> int:
+    """What the model's KV caches take: its own per-layer shapes (gemma4: rings sized for `chunk`), else KVCache's."""
+    if hasattr(model, "kv_cache_shapes"):
+        return layer_kv_cache_bytes(model.kv_cache_shapes(n_ctx, chunk), kv_format)
+    cfg = model.cfg
+    return kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
+
+
+def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
+>>>>>>> gemma4-gpu
     """The budget split of `model` (its work buffers not yet allocated) over the store `manifest` under
     StoreOptions `opts`; raises budget.BudgetTooSmall with the numbers. `header` (the store's GGUF header) lets the
     token table's rows come on demand (embedding_rows.py); without it the table stays resident."""
@@ -102,6 +117,7 @@ def plan_memory(model, manifest, gpu, opts, header=None) -> MemoryPlan:
             + 4 * cfg.n_vocab + 256 + 4 * cfg.n_expert_used * cfg.n_layer + guard + la_bytes
             + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, opts.upload, opts.ring_buffers))
     dense = dense_gpu_bytes(manifest)
+<<<<<<< HEAD
     kv_state = kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, opts.kv_format) + state
     asked_chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
 
@@ -135,3 +151,23 @@ def plan_memory(model, manifest, gpu, opts, header=None) -> MemoryPlan:
     else:
         chunk, checkpoints, budget = resident.get("split") or split(dense, work)
     return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints, embedding)
+=======
+    chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
+    kv_state = model_kv_bytes(model, n_ctx, opts.kv_format, chunk) + state
+    rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
+    chunk = fit_prefill_chunk(model, chunk, opts.budget_bytes, rest)
+    work += chunk_bytes(model, chunk)
+    ring = 0
+    if hasattr(model, "ring_layers"):  # the checkpoints copy the sliding-window rings (engine/checkpoints.py)
+        shapes = model.kv_cache_shapes(n_ctx, chunk)
+        ring = layer_kv_cache_bytes([shapes[i] for i in model.ring_layers], opts.kv_format)
+    checkpoints = fit_checkpoints(model, opts.state_checkpoints, opts.budget_bytes, rest + chunk_bytes(model, chunk),
+                                  ring)
+    kv_state += checkpoint_bytes(model, checkpoints) + checkpoints * ring
+    budget = plan_budget(opts.budget_bytes, BudgetInputs(
+        dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer,
+        n_experts=cfg.n_expert, top_k=cfg.n_expert_used, max_binding=gpu.max_binding,
+        max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
+        pool_fraction=opts.pool_fraction))
+    return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints)
+>>>>>>> gemma4-gpu

@@ -75,7 +75,10 @@ class Prefill:
         if dec.whole_prompts:
             self.head = DispatchList()
             self.ck.last_row(self.head, self.bufs["h"], dec.acts["h"], model.cfg.n_embd)
-            build_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
+            if hasattr(model, "record_output"):  # a head of its own (gemma4's soft-capped one)
+                model.record_output(dec.kern, self.head, dec.acts)
+            else:
+                build_output(dec.kern, self.head, dec.acts, model.output_norm, model.output, model.cfg)
         self.flops_per_token = self.ck.flops // T
         self.nbytes = chunk_bytes(model, T)
         return self

@@ -74,6 +74,9 @@ class StoreDecoder(Decoder):
         t0 = time.perf_counter()
         manifest, header = await open_store(sink)
         spec = architecture(header.architecture)
+        if opts.cpu_tier and not spec.cpu_expert_tier:
+            raise ValueError(f"the CPU expert workers compute SwiGLU experts; {spec.name}'s GELU experts are not "
+                             "supported there yet: turn the CPU expert workers off")
         cfg = spec.config.from_header(header)
         model = spec.model()(cfg)
         ex = manifest["layout"]["experts"]
@@ -101,7 +104,8 @@ class StoreDecoder(Decoder):
             acts = Activations(gpu)
             for name, n in model.work_buffers():
                 acts.add(name, n)
-            cache = KVCache(gpu, cfg.n_kv_layers, mem.n_ctx, cfg.n_head_kv, cfg.head_dim, opts.kv_format)
+            cache = (model.kv_cache(gpu, mem.n_ctx, opts.kv_format, mem.prefill_chunk) if hasattr(model, "kv_cache")
+                     else KVCache(gpu, cfg.n_kv_layers, mem.n_ctx, cfg.n_head_kv, cfg.head_dim, opts.kv_format))
             step_buf = create_buffer(gpu, 16, UNIFORM | COPY_DST, "step")
             pool = ExpertPool(gpu, plan.pool, n_layers=cfg.n_layer, n_experts=cfg.n_expert, reader=reader,
                               upload=opts.upload, ring_buffers=opts.ring_buffers, policy=opts.policy)

@@ -10,6 +10,7 @@ in chunks) and uploads them.
 Routed-expert tensors are not uploaded here: `matrix()` returns a `PoolPart` naming the part (gate/up/down) of
 the store record; the expert pool (expert_pool.py) pages records into GPU slots and its kernels read the part.
 """
+import array
 import asyncio
 import json
 import re
@@ -22,7 +23,8 @@ from .gpu_weights import stack_layout, stackable, stacked_matrix
 from ..store.layout import DENSE_FILE, EXPERTS_FILE, HEADER_FILE, MANIFEST_FILE, RECORD_PLANES
 
 READ_CHUNK = 8 << 20  # dense planes are read and uploaded in pieces of this size (bounded Python memory)
-_EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight$")
+_EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(gate_up|gate|up|down)_exps\.weight$")
+STORE_FMT = {GGMLType.Q8_0: "q8", GGMLType.F32: "f32", GGMLType.Q4_0: "q4", GGMLType.Q6_K: "q6k"}
 
 
 class StoreNotReady(ValueError):
@@ -77,14 +79,15 @@ class StoreWeightLoader:
     def has(self, name: str) -> bool:
         return name in self.header.tensors_by_name
 
-    def _buffer(self, nbytes, label, src_offset):
-        return self._filled_buffer(nbytes, label, [(src_offset, nbytes, 0)])
+    def _buffer(self, nbytes, label, src_offset, transform=None):
+        return self._filled_buffer(nbytes, label, [(src_offset, nbytes, 0)], transform)
 
-    def _filled_buffer(self, nbytes, label, pieces):
-        """A buffer of nbytes filled by `fill` from dense.bin's (source offset, bytes, offset in the buffer)."""
+    def _filled_buffer(self, nbytes, label, pieces, transform=None):
+        """A buffer of nbytes filled by `fill` from dense.bin's (source offset, bytes, offset in the buffer), each
+        piece's bytes through `transform` first where one is given."""
         buf = storage_buffer(self.gpu, nbytes, label)
         self.buffers.append(buf)
-        self._fills += [(buf, DENSE_FILE, src, n, dst) for src, n, dst in pieces]
+        self._fills += [(buf, DENSE_FILE, src, n, dst, transform) for src, n, dst in pieces]
         self.bytes_planned += nbytes
         return buf
 
@@ -103,6 +106,18 @@ class StoreWeightLoader:
         p = self._plane(name, "raw")
         return self._buffer(p["nbytes"], name, p["offset"])
 
+    def scaled_vector(self, name: str, expect_len: int, factor: float):
+        """A 1-D F32 tensor times `factor` (each product rounded to f32), as WeightLoader.scaled_vector."""
+        t = self.header.tensor(name)
+        if t.type != GGMLType.F32 or t.n_elements != expect_len:
+            raise ValueError(f"{name}: expected {expect_len} F32 values, the store has {t.n_elements} {t.type.name}")
+        p = self._plane(name, "raw")
+
+        def scaled(data):
+            values = array.array("f", bytes(data))
+            return array.array("f", (v * factor for v in values)).tobytes()
+        return self._buffer(p["nbytes"], name, p["offset"], scaled)
+
     def matrix(self, name: str, expect_shape=None, single_band: bool = False):
         t = self.header.tensor(name)
         if expect_shape is not None and tuple(t.shape) != tuple(expect_shape):
@@ -110,29 +125,33 @@ class StoreWeightLoader:
         if name in self.on_demand:
             return self.on_demand[name]
         cols = t.dims[0]
-        if t.type == GGMLType.Q8_0:
-            fmt = "q8"
-        elif t.type == GGMLType.F32:
-            fmt = "f32"
-        else:
-            raise ValueError(f"{name}: tensor type {t.type.name} is not supported by the engine yet (Q8_0, F32)")
+        fmt = STORE_FMT.get(t.type)
+        if fmt is None:
+            raise ValueError(f"{name}: tensor type {t.type.name} is not supported by the engine yet (Q8_0, Q4_0, "
+                             "Q6_K, F32)")
         m = _EXPERT_TENSOR.match(name)
         if m:
             return self._pool_part(name, int(m.group(1)), m.group(2), fmt, t)
         rows = t.n_elements // cols
         nb = cols // 32
-        gpu_row_bytes = cols if fmt == "q8" else 4 * cols
+        gpu_row_bytes = {"q8": cols, "q4": cols // 2, "q6k": cols // 256 * 210}.get(fmt, 4 * cols)
         band_rows = max(1, self.max_band_bytes // gpu_row_bytes)
+        if fmt == "q6k":
+            band_rows -= band_rows % 2  # whole 4-byte words per band (a row is 210 bytes a block)
         if single_band and band_rows < rows:
             raise ValueError(f"{name}: {rows * gpu_row_bytes} B does not fit one binding ({self.max_band_bytes} B)")
         bands = []
         for r0 in range(0, rows, band_rows):
             n = min(band_rows, rows - r0)
             label = f"{name}[{r0}:{r0 + n}]"
-            if fmt == "q8":
+            if fmt in ("q8", "q4"):
                 codes, scales = self._plane(name, "codes"), self._plane(name, "scales")
-                bufs = {3: self._buffer(n * cols, label + ".codes", codes["offset"] + r0 * cols),
-                        4: self._buffer(2 * n * nb, label + ".scales", scales["offset"] + 2 * r0 * nb)}
+                row = gpu_row_bytes
+                bufs = {3: self._buffer(n * row, label + ".codes", codes["offset"] + r0 * row),
+                        4: self._buffer(_words(2 * n * nb), label + ".scales", scales["offset"] + 2 * r0 * nb)}
+            elif fmt == "q6k":
+                raw = self._plane(name, "raw")
+                bufs = {3: self._buffer(_words(n * gpu_row_bytes), label, raw["offset"] + r0 * gpu_row_bytes)}
             else:
                 raw = self._plane(name, "raw")
                 bufs = {3: self._buffer(4 * n * cols, label, raw["offset"] + 4 * r0 * cols)}
@@ -165,12 +184,19 @@ class StoreWeightLoader:
         ex = self.experts
         if ex is None or layer not in ex["layers"]:
             raise ValueError(f"{name}: the store has no expert records for layer {layer}")
+        planes = ex["planes"]
+        if part == "gate_up":
+            # gemma4's fused tensor: the record's gate and up sub-planes, read as one matrix of both halves' rows
+            # where each half's codes (and scales) end where the up half's begin
+            if any(planes[f"gate_{k}"][0] + planes[f"gate_{k}"][1] != planes[f"up_{k}"][0]
+                   for k in ("codes", "scales") if planes[f"up_{k}"][1]):
+                raise ValueError(f"{name}: the store's gate and up sub-planes are not adjacent")
+            part = "gate"
         want = GGMLType(ex["types"][part])
         if want != t.type:
             raise ValueError(f"{name}: record type {want.name} differs from the header's {t.type.name}")
         if t.dims[2] != ex["n_experts"]:
             raise ValueError(f"{name}: {t.dims[2]} experts, the store's records hold {ex['n_experts']}")
-        planes = ex["planes"]
         return PoolPart(name, layer, part, fmt, t.dims[1], t.dims[0], planes[f"{part}_codes"][0],
                         planes[f"{part}_scales"][0])
 
@@ -178,13 +204,15 @@ class StoreWeightLoader:
         """Read every planned plane from the store and upload it (in chunks of at most `chunk` bytes); `meter`: an
         UploadMeter (upload_meter.py) told each chunk."""
         chunk -= chunk % 4
-        for buf, file, offset, nbytes, dst in self._fills:
+        for buf, file, offset, nbytes, dst, transform in self._fills:
             for start in range(0, nbytes, chunk):
                 n = min(chunk, nbytes - start)
                 data = await self.sink.read(file, offset + start, n)
                 if len(data) != n:
                     raise OSError(f"{file}: short read at {offset + start} ({len(data)} of {n} B); the store is "
                                   f"damaged, verify or ingest it again")
+                if transform is not None:
+                    data = transform(data)
                 write_bytes(self.gpu, buf, dst + start, data)  # no to_js copy: a view onto the read bytes
                 self.bytes_uploaded += n
                 if meter is not None:
@@ -195,6 +223,11 @@ class StoreWeightLoader:
         for b in self.buffers:
             b.destroy()
         self.buffers.clear()
+
+
+def _words(nbytes: int) -> int:
+    """nbytes rounded up to whole 4-byte words (a plane's GPU buffer; the store pads every plane to 256)."""
+    return (nbytes + 3) & ~3
 
 
 def dense_gpu_bytes(manifest) -> int:

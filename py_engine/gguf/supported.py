@@ -80,6 +80,10 @@ def _check_dimensions(header: GGUFHeader, arch: str) -> None:
     for il in range(n_layer):
         p = f"blk.{il}."
         _expect_dims(header, p + "ffn_gate_inp.weight", (n_embd, n_expert), exp_why)
+        if arch == "gemma4":  # gate and up fused, gate rows first
+            _expect_dims(header, p + "ffn_gate_up_exps.weight", (n_embd, 2 * n_ff_exp, n_expert), exp_why)
+            _expect_dims(header, p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert), exp_why)
+            continue
         _expect_dims(header, p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert), exp_why)
         _expect_dims(header, p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert), exp_why)
         _expect_dims(header, p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert), exp_why)
@@ -106,6 +110,9 @@ def _float_key(header: GGUFHeader, suffix: str, lo: float, hi: float, required: 
 def _check_hyper_parameters(header: GGUFHeader, arch: str) -> None:
     """Values the model's math divides by, indexes with or takes roots of: each must make sense."""
     n_head = _int_key(header, "attention.head_count")
+    if arch == "gemma4":  # per-layer KV heads, head dims and RoPE: its config checks them (models/gemma4/config.py)
+        _float_key(header, "attention.layer_norm_rms_epsilon", 0.0, 1.0)
+        return
     n_head_kv = _int_key(header, "attention.head_count_kv")
     if n_head % n_head_kv:
         raise UnsupportedGGUF(f"{arch}.attention.head_count {n_head} is not a multiple of head_count_kv {n_head_kv}")

@@ -175,7 +175,7 @@ class ChunkKernels:
         offset, bindings) of each dispatch over `pool`: one for a GpuMatrix holding every expert (slot = expert row
         block), one per buffer of a streamed pool (a store PoolPart: its layout places the tensor in each slot)."""
         nb = pool.cols // 32
-        blk_v = 2 if pool.fmt == "q8" else 8
+        blk_v = {"q8": 2, "q4": 1}.get(pool.fmt, 8)  # vec4 words per block (gemm_w_*.wgsl's BLK_V)
         if pool_buffers is None:
             if len(pool.bands) != 1:
                 raise ValueError(f"{pool.name}: an expert pool must be a single buffer per binding")
@@ -185,7 +185,7 @@ class ChunkKernels:
         stride = layout.slot_stride
         targets = []
         for b, buf in enumerate(pool_buffers):
-            bufs = {binds[0]: buf, binds[1]: buf} if pool.fmt == "q8" else {binds[0]: buf}  # f32: no scale plane
+            bufs = {binds[0]: buf, binds[1]: buf} if pool.fmt in ("q8", "q4") else {binds[0]: buf}  # f32: no scales
             targets.append((b, layout.slots_per_buffer, stride // 16, stride // 2, pool.codes_off // 16,
                             pool.scales_off // 2, bufs))
         return targets
@@ -253,13 +253,17 @@ class ChunkKernels:
                         ((rows + FEW_ROWS - 1) // FEW_ROWS, n_exp), f"{label}@{b}", params)
         self.flops += 2 * 2 * rows * gate.cols * k * self.T
 
-    def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd"):
+    def embed(self, dl, table: GpuMatrix, ids, y, label="inp_embd", scale=1.0):
+        """y's rows = the ids' rows of the table, dequantised, times scale (gemma4's sqrt(n_embd))."""
         if hasattr(table, "record_embed_rows"):  # rows on demand through a row cache (engine/embedding_rows.py)
+            if scale != 1.0:  # only untied Q8_0 tables (the Qwen models') come on demand
+                raise ValueError("a token table with rows on demand cannot be scaled")
             return table.record_embed_rows(self, dl, ids, y, label)
         table.require_whole("embed_rows")
         for row0, n, bufs in table.bands:
             self.record(dl, "embed_rows.wgsl", {"WFMT": table.fmt}, {1: self.chunk, 2: y, **bufs, 5: ids},
-                        ((table.cols + 255) // 256, self.T), label, {"n": table.cols, "row_base": row0, "rows": n})
+                        ((table.cols + 255) // 256, self.T), label,
+                        {"n": table.cols, "row_base": row0, "rows": n, "scale": scale})
 
     def rmsnorm(self, dl, x, w, y, n, eps, label="rmsnorm", xq=None):
         self.kern.rmsnorm(dl, x, w, y, n, eps, rows=self.T, label=label, xq=xq)
@@ -277,12 +281,14 @@ class ChunkKernels:
                     {1: self.chunk, 2: src, 3: k_cache, 4: v_cache}, ((n // 2 + 63) // 64, self.T), label,
                     {"n": n, "k_base": k_base, "v_base": v_base, "src_stride": src_stride})
 
-    def attention(self, dl, q, k_cache, v_cache, out, shape: AttentionShape, label="attention", splits=None):
+    def attention(self, dl, q, k_cache, v_cache, out, shape: AttentionShape, label="attention", splits=None,
+                  window=None):
         """Causal attention of the chunk's rows (attention_rows.wgsl): the query heads sharing a KV head go up to 8
         per workgroup (each K/V word loaded once for all of them), each row's positions split over `splits` parts
-        of 64 lanes merged at the end (default: ATTENTION_SPLITS on a GPU, 1 on a CPU adapter)."""
+        of 64 lanes merged at the end (default: ATTENTION_SPLITS on a GPU, 1 on a CPU adapter). window (positions,
+        ring rows): a sliding window over a ring cache (Kernels.attention's)."""
         n_head, n_kv_head, hd = shape.n_head, shape.n_kv_head, shape.hd
-        if hd % 2 or hd > 256 or n_head % n_kv_head:
+        if hd % 2 or hd > 512 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
         if splits is None:
             splits = 1 if self.kern.gpu.cpu_adapter else ATTENTION_SPLITS
@@ -290,7 +296,11 @@ class ChunkKernels:
         hg = min(group, 8, 2048 // hd)  # q_sh holds hg · hd / 2 <= 1024 pairs
         params = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": shape.scale,
                   "q_stride": shape.q_stride, "out_stride": shape.out_stride, "heads_per_wg": hg}
-        self.record(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits},
+        span = {"SPAN": "all"} if window is None else {"SPAN": "window", "WINDOW": window[0], "RING": window[1]}
+        # value pairs per lane: 2 up to head dim 256, 4 for gemma4's 512-value global heads
+        pairs_per_lane = max(2, -(-hd // 128))
+        self.record(dl, "attention_rows.wgsl", {"KV": self.kern.kv_format, "SPLIT": splits,
+                                                "PAIRS_PER_LANE": pairs_per_lane, **span},
                     {1: self.chunk, 2: q, 3: k_cache, 4: v_cache, 5: out},
                     (n_kv_head * -(-group // hg), self.T), label, params)
 

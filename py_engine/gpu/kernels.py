@@ -173,14 +173,14 @@ def matvec_rows_per_group(rows: int, lanes: int, min_groups: int = MATVEC_MULTI_
 
 def xfmt(kern, *fmts) -> str:
     """The activation operand of a product with weights of `fmts`: "q8" (x quantised per 32-block as llama.cpp
-    does, int8 dot products: shaders/x_stage_q8.wgsl) when a weight is Q8_0 and the engine quantises activations,
+    does, int8 dot products: shaders/x_stage_q8.wgsl) when a weight is Q8_0 or Q4_0 and the engine quantises them,
     else "f32" (x as is)."""
-    return "q8" if kern.q8_act and "q8" in fmts else "f32"
+    return "q8" if kern.q8_act and ("q8" in fmts or "q4" in fmts) else "f32"
 
 
 def check_q8_cols(w) -> None:
     """Q8_0 products stage the quantised x in workgroup memory: refuse a width the kernels cannot hold."""
-    if w.fmt == "q8" and w.cols > Q8_MAX_COLS:
+    if w.fmt in ("q8", "q4") and w.cols > Q8_MAX_COLS:
         raise ValueError(f"{w.name}: {w.cols} columns; the engine's Q8_0 kernels handle at most {Q8_MAX_COLS}")
 
 
@@ -401,17 +401,20 @@ class Kernels:
     attention_max_splits = None  # None: by adapter (ATTENTION_MAX_SPLITS; ATTENTION_CPU_SPLITS on a CPU one)
 
     def attention(self, dl, q, k_cache, v_cache, out, shape: "DecodeAttentionShape", label="attention",
-                  n_ctx=None):
+                  n_ctx=None, window=None):
         """out[h*hd ..] = softmax(scale · q_h·K^T) V over the step's n_past cached positions, GQA (flash-decoding:
         shaders/attention.wgsl spreads the positions over attention_splits(n_ctx) workgroups per head,
         shaders/attention_combine.wgsl merges them; one split writes out itself). q is ready (roped): only the
-        heads, head dim and scale of `shape` are read. n_ctx, the cache's rows, defaults to what k_cache holds."""
+        heads, head dim and scale of `shape` are read. n_ctx, the cache's rows, defaults to what k_cache holds.
+        window (positions, ring rows): only the last `positions` are seen, position p at cache row p % ring rows
+        (a sliding-window layer; shaders/attention_span_window.wgsl)."""
         n_head, n_kv_head, hd, scale = shape.n_head, shape.n_head_kv, shape.head_dim, shape.scale
-        if hd % 2 or hd > 256 or n_head % n_kv_head:
+        if hd % 2 or hd > 512 or n_head % n_kv_head:
             raise ValueError(f"attention: unsupported head_dim {hd} / heads {n_head}/{n_kv_head}")
         no_rope = {"n_rot": 0, "eps": 0.0, "base": 0.0, "q_stride": 0, "k_base": 0, "v_base": 0, "use_norm": 0}
         fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": scale, **no_rope}
-        self._attention(dl, "ready", {2: q}, k_cache, v_cache, out, fields, label, n_ctx)
+        span = {"SPAN": "all"} if window is None else {"SPAN": "window", "WINDOW": window[0], "RING": window[1]}
+        self._attention(dl, "ready", {2: q}, k_cache, v_cache, out, fields, label, n_ctx, span)
 
     def attention_appending(self, dl, x, q_norm, k_norm, k_cache, v_cache, out, shape: "DecodeAttentionShape",
                             label="attention", n_ctx=None):
@@ -430,9 +433,9 @@ class Kernels:
         fields = {"n_head": n_head, "n_kv_head": n_kv_head, "hd": hd, "scale": shape.scale, "n_rot": n_rot,
                   "eps": shape.eps, "base": shape.rope_base, "q_stride": shape.q_stride, "k_base": shape.k_base,
                   "v_base": shape.v_base, "use_norm": int(use_norm)}
-        self._attention(dl, "rope", binds, k_cache, v_cache, out, fields, label, n_ctx)
+        self._attention(dl, "rope", binds, k_cache, v_cache, out, fields, label, n_ctx, {"SPAN": "all"})
 
-    def _attention(self, dl, qin, q_binds, k_cache, v_cache, out, fields, label, n_ctx):
+    def _attention(self, dl, qin, q_binds, k_cache, v_cache, out, fields, label, n_ctx, span):
         """attention.wgsl with input QIN (its Params' fields but n_split in `fields`), and its combine."""
         n_head, hd = fields["n_head"], fields["hd"]
         if n_ctx is None:
@@ -443,11 +446,12 @@ class Kernels:
         splits = attention_splits(n_ctx, cap)
         pairs = hd // 2
         parts = out if splits == 1 else self._attention_partials(8 * n_head * splits * (1 + pairs))
-        self.record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin},
+        # value pairs per lane (attention.wgsl's VSLOTS): 2 for gemma4's 512-value global heads
+        self.record(dl, "attention.wgsl", {"KV": self.kv_format, "QIN": qin, "VSLOTS": -(-pairs // 128), **span},
                     {1: self.step, **q_binds, 3: k_cache, 4: v_cache, 5: parts}, (n_head, splits), label,
                     {**fields, "n_split": splits})
         if splits > 1:
-            self.record(dl, "attention_combine.wgsl", {}, {1: parts, 2: out}, (n_head, 1), label,
+            self.record(dl, "attention_combine.wgsl", {}, {1: parts, 2: out}, (n_head, -(-pairs // 128)), label,
                         {"n_head": n_head, "n_split": splits, "pairs": pairs})
 
     def _attention_partials(self, nbytes: int):

@@ -55,3 +55,27 @@ class KVCache:
     def release(self):
         for b in self.k + self.v:
             b.destroy()
+
+
+def layer_kv_cache_bytes(shapes, kv_format: str) -> int:
+    """What LayerKVCache allocates for `shapes` ([(rows, KV heads, head dim)] per layer): K and V."""
+    return 2 * sum(rows * kv_row_bytes(n_kv, hd, kv_format) for rows, n_kv, hd in shapes)
+
+
+class LayerKVCache:
+    """Per-layer K and V caches whose shapes differ by layer: layer i holds shapes[i] = (rows, n_kv_heads, head_dim)
+    (gemma4: a sliding-window layer keeps a ring of its window's rows, a global one n_ctx rows). n_ctx: the
+    positions a sequence may reach."""
+
+    def __init__(self, gpu, shapes, n_ctx: int, kv_format: str):
+        self.n_ctx = n_ctx
+        self.kv_format = kv_format
+        self.rows = [rows for rows, _, _ in shapes]
+        sizes = [rows * kv_row_bytes(n_kv, hd, kv_format) for rows, n_kv, hd in shapes]
+        self.nbytes = layer_kv_cache_bytes(shapes, kv_format)
+        self.k = [storage_buffer(gpu, n, f"cache_k.{i}") for i, n in enumerate(sizes)]
+        self.v = [storage_buffer(gpu, n, f"cache_v.{i}") for i, n in enumerate(sizes)]
+
+    def release(self):
+        for b in self.k + self.v:
+            b.destroy()

@@ -18,24 +18,25 @@ too. F32 products (the router) read the f32 rows.
 from ..gpu.chunk_shapes import AttentionShape, ExpertGemmShape, ExpertRouting, GemmRows
 
 
-def neighbour_gemms(ck, dl, w1, w2, x, y, x_stride, y_stride, labels, xq):
-    """Y's rows W1·X then W2·X side by side (W2's outputs from w1.rows): one GEMM where the two are neighbours in
-    a stacked input matrix (GpuMatrix.joined: one dispatch and one slice sum fewer), else one each. labels: (W1's,
-    W2's, the joined GEMM's)."""
+def neighbour_gemms(ck, dl, w1, w2, x, y, rows: GemmRows, labels, xq):
+    """Y's rows W1·X then W2·X side by side from rows.y_base (W2's outputs w1.rows further): one GEMM where the two
+    are neighbours in a stacked input matrix (GpuMatrix.joined: one dispatch and one slice sum fewer), else one
+    each. labels: (W1's, W2's, the joined GEMM's)."""
     label1, label2, joined_label = labels
     both = w1.joined(w2, f"{w1.name}+{w2.name}")
     if both is not None:
-        ck.gemm(dl, both, x, y, GemmRows(x_stride, y_stride), label=joined_label, xq=xq)
+        ck.gemm(dl, both, x, y, rows, label=joined_label, xq=xq)
         return
-    ck.gemm(dl, w1, x, y, GemmRows(x_stride, y_stride), label=label1, xq=xq)
-    ck.gemm(dl, w2, x, y, GemmRows(x_stride, y_stride, y_base=w1.rows), label=label2, xq=xq)
+    ck.gemm(dl, w1, x, y, rows, label=label1, xq=xq)
+    ck.gemm(dl, w2, x, y, GemmRows(rows.x_stride, rows.y_stride, rows.x_base, rows.y_base + w1.rows), label=label2,
+            xq=xq)
 
 
 def build_attn_kqv(ck, dl, b, w, cfg, cache_k, cache_v, i, xq=None):
     """From the queries in b["q"]: K/V products, q/k norm + RoPE, K/V appended to the cache, then causal GQA
     attention of the chunk's rows over cache + chunk into b["attn"] (llama.cpp build_attn)."""
     hd, nh, nkv, e = cfg.head_dim, cfg.n_head, cfg.n_head_kv, cfg.n_embd
-    neighbour_gemms(ck, dl, w["attn_k"], w["attn_v"], b["xn"], b["kv"], e, 2 * nkv * hd,
+    neighbour_gemms(ck, dl, w["attn_k"], w["attn_v"], b["xn"], b["kv"], GemmRows(e, 2 * nkv * hd),
                     (f"Kcur-{i}", f"Vcur-{i}", f"KVcur-{i}"), xq)
     ck.qk_norm_rope(dl, b["q"], w.get("attn_q_norm"), nh, hd, cfg.n_rot, cfg.rms_eps, cfg.rope_base, nh * hd,
                     label=f"Qcur_rope-{i}")

@@ -10,6 +10,7 @@ Pure Python: the GGUF support check, the CPython host and the reference import t
 from dataclasses import dataclass
 from importlib import import_module
 
+from .gemma4.config import Gemma4Config
 from .qwen35moe.config import Qwen35MoeConfig
 from .qwen3moe.config import Qwen3MoeConfig
 
@@ -25,6 +26,7 @@ class Architecture:
     # the whole sequence state is the KV cache: a shorter prefix is a smaller position (no recurrent layers)
     attention_only: bool
     tensor_type_names: tuple = GPU_TENSOR_TYPES
+    cpu_expert_tier: bool = True  # the CPU expert workers (engine/cpu_tier_path.py) compute its routed experts
 
     @property
     def tensor_types(self) -> frozenset:
@@ -37,6 +39,9 @@ class Architecture:
 ARCHITECTURES = {a.name: a for a in (
     Architecture("qwen3moe", Qwen3MoeConfig, "Qwen3Moe", attention_only=True),
     Architecture("qwen35moe", Qwen35MoeConfig, "Qwen35Moe", attention_only=False),
+    # sliding-window layers keep only their window's rows (a ring): a shorter prefix cannot be resumed from
+    Architecture("gemma4", Gemma4Config, "Gemma4", attention_only=False,
+                 tensor_type_names=GPU_TENSOR_TYPES + ("Q4_0", "Q6_K"), cpu_expert_tier=False),
 )}
 NAMES = tuple(ARCHITECTURES)
 

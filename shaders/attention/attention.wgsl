@@ -14,6 +14,9 @@
 // those waits were most of a split's time on the H200 (lab/gpu_probes/step_kernels.mjs).
 #include "step.wgsl"
 #include "kv_{{KV}}.wgsl"
+// SPAN picks the positions and their cache rows: attention_span_all.wgsl (every position at its own row) or
+// attention_span_window.wgsl (a sliding window over a ring of rows: gemma4's sliding-window layers).
+#include "attention_span_{{SPAN}}.wgsl"
 // QIN picks where q and the token's own K/V come from: attention_in_ready.wgsl (q rotated and K/V appended by
 // qk_rope_append.wgsl before) or attention_in_rope.wgsl (each workgroup norms and rotates its q head from the q/k/v
 // product itself, and the split holding the token's position its K/V: one dispatch fewer per attention layer).
@@ -31,9 +34,11 @@ const WG: u32 = 256u;
 const CHUNK: u32 = 64u;
 const KLANES: u32 = 8u;                  // lanes sharing one position's q·k
 const KROWS: u32 = WG / KLANES;          // positions per q·k pass (32); CHUNK / KROWS passes per chunk
-const VSPLIT: u32 = 2u;                  // lanes sharing one value pair (even / odd positions); 128 pairs max
+const VSPLIT: u32 = 2u;                  // lanes sharing one value pair (even / odd positions)
+// value pairs per lane: 1 (up to 128 pairs, head dim 256), 2 (up to 256: gemma4's global layers, head dim 512)
+const VSLOTS: u32 = {{VSLOTS}}u;
 const NEG: f32 = -3.0e38;                // "no score yet": exp(NEG - any real score) is 0
-var<workgroup> q_sh: array<vec2<f32>, 128>;
+var<workgroup> q_sh: array<vec2<f32>, 128u * VSLOTS>;
 var<workgroup> red: array<f32, WG>;
 var<workgroup> score: array<f32, CHUNK>;
 var<workgroup> weight: array<f32, CHUNK>;
@@ -50,9 +55,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let acc_base = p.n_head * p.n_split + slot * pairs;
 
   let n = step.n_past;
-  let per = (n + p.n_split - 1u) / p.n_split;
+  let first = span_first(n);
+  let per = (n - first + p.n_split - 1u) / p.n_split;
   let chunk = (per + CHUNK - 1u) / CHUNK * CHUNK;
-  let start = min(s * chunk, n);
+  let start = first + min(s * chunk, n - first);
   let end = min(start + chunk, n);
   if (start >= end) {                    // no positions here: a partial that adds nothing in the combine
     for (var j = t; j < pairs; j += WG) {
@@ -75,14 +81,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let vpart = t / (WG / VSPLIT);         // ... over positions j ≡ vpart (mod VSPLIT) of each chunk
   var m = NEG;
   var l = 0.0;
-  var acc = vec2<f32>(0.0, 0.0);
+  var acc: array<vec2<f32>, VSLOTS>;
   for (var c = start; c < end; c += CHUNK) {
     for (var kp = 0u; kp < CHUNK / KROWS; kp++) {
       let li = kp * KROWS + t / KLANES;
       let pos = c + li;
       var d = 0.0;
       if (pos < end) {
-        let kb = pos * row_words + head_word;
+        let kb = cache_row(pos) * row_words + head_word;
         var j = klane;
         for (; j + 7u * KLANES < pairs; j += 8u * KLANES) {  // 8 loads in flight, then the same sums in order
           var kw: array<KvWord, 8>;
@@ -124,36 +130,45 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var j = 0u; j < cn; j++) {
       l += weight[j];
     }
-    if (pj < pairs) {
-      var a = acc * corr;
-      let vb = c * row_words + head_word + pj;
+    for (var sl = 0u; sl < VSLOTS; sl++) {
+      let pjs = pj + sl * (WG / VSPLIT);
+      if (pjs >= pairs) {
+        break;
+      }
+      var a = acc[sl] * corr;
+      let vb = head_word + pjs;
       var j = vpart;
       for (; j + 7u * VSPLIT < cn; j += 8u * VSPLIT) {  // 8 loads in flight, then the same sums in order
         var vw: array<KvWord, 8>;
         for (var u = 0u; u < 8u; u++) {
-          vw[u] = v_word(c + j + u * VSPLIT, pj, v_cache[vb + (j + u * VSPLIT) * row_words]);
+          let vpos = c + j + u * VSPLIT;
+          vw[u] = v_word(vpos, pjs, v_cache[cache_row(vpos) * row_words + vb]);
         }
         for (var u = 0u; u < 8u; u++) {
           a += weight[j + u * VSPLIT] * kv_unpack(vw[u]);
         }
       }
       for (; j < cn; j += VSPLIT) {
-        a += weight[j] * kv_unpack(v_word(c + j, pj, v_cache[vb + j * row_words]));
+        a += weight[j] * kv_unpack(v_word(c + j, pjs, v_cache[cache_row(c + j) * row_words + vb]));
       }
-      acc = a;
+      acc[sl] = a;
     }
     m = cm;
     workgroupBarrier();
   }
-  acc_sh[t] = acc;
-  workgroupBarrier();
-  if (t < WG / VSPLIT && pj < pairs) {
-    let a = acc_sh[t] + acc_sh[t + WG / VSPLIT];
-    if (p.n_split == 1u) {
-      part[h * pairs + pj] = a / l;
-    } else {
-      part[acc_base + pj] = a;
+  for (var sl = 0u; sl < VSLOTS; sl++) {
+    let pjs = pj + sl * (WG / VSPLIT);
+    acc_sh[t] = acc[sl];
+    workgroupBarrier();
+    if (t < WG / VSPLIT && pjs < pairs) {
+      let a = acc_sh[t] + acc_sh[t + WG / VSPLIT];
+      if (p.n_split == 1u) {
+        part[h * pairs + pjs] = a / l;
+      } else {
+        part[acc_base + pjs] = a;
+      }
     }
+    workgroupBarrier();
   }
   if (t == 0u && p.n_split > 1u) {
     part[slot] = vec2<f32>(m, l);

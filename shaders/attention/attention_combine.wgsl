@@ -1,7 +1,7 @@
 // Decode attention, pass 2 of 2: merge the S partials (m_s, l_s, acc_s) that attention.wgsl wrote for each q
 // head into out[h·hd ..] = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s with M = max_s m_s (the usual max
 // rescaling, so no exponent overflows whatever the scores). Splits without positions have m = -3e38, l = 0,
-// acc = 0 and drop out (split 0 always holds position 0). One workgroup per q head, one lane per value pair;
+// acc = 0 and drop out (split 0 always holds position 0). Workgroups (q head, value pairs / 128), one lane per pair;
 // S is small (<= 32), so every lane reads the (m, l) list itself: it is the same few words for all lanes.
 struct Params { n_head: u32, n_split: u32, pairs: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -11,7 +11,7 @@ struct Params { n_head: u32, n_split: u32, pairs: u32, pad: u32 }
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let h = wg.x;
-  let j = lid.x;
+  let j = wg.y * 128u + lid.x;
   if (j >= p.pairs) {
     return;
   }

@@ -8,8 +8,11 @@
 // to it). SPLIT = 1 keeps one part (a CPU adapter pays for every invocation).
 // Workgroups: (n_kv_head · ceil(group / hg), T); group = n_head / n_kv_head.
 // q row t starts at q[t·q_stride], output row t at out[t·out_stride] (element offsets, even).
+// SPAN: the positions and their cache rows (attention_span_all.wgsl: [0, pos0 + t], row = position;
+// attention_span_window.wgsl: the window's last positions in a ring of rows, gemma4's sliding-window layers).
 #include "chunk.wgsl"
 #include "kv_{{KV}}.wgsl"
+#include "attention_span_{{SPAN}}.wgsl"
 struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, q_stride: u32, out_stride: u32, heads_per_wg: u32,
                 pad1: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -21,7 +24,7 @@ struct Params { n_head: u32, n_kv_head: u32, hd: u32, scale: f32, q_stride: u32,
 
 const CHUNK: u32 = 64u;
 const SPLIT: u32 = {{SPLIT}}u;
-const MAX_PAIRS_PER_LANE: u32 = 2u;
+const MAX_PAIRS_PER_LANE: u32 = {{PAIRS_PER_LANE}}u;  // 2 (head dim up to 256), 4 (512: gemma4's global layers)
 const HG: u32 = 8u;  // most heads per workgroup
 const NEG: f32 = -3.0e38;
 var<workgroup> q_sh: array<vec2<f32>, 1024>;  // [head][pair]; at the end, a part's rescaled output
@@ -57,16 +60,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   for (var i = 0u; i < HG; i++) {
     m[i] = NEG;
   }
-  let rounds = (n + CHUNK * SPLIT - 1u) / (CHUNK * SPLIT);
+  let first = span_first(n);
+  let rounds = (n - first + CHUNK * SPLIT - 1u) / (CHUNK * SPLIT);
   for (var r = 0u; r < rounds; r++) {
-    let c = (r * SPLIT + part) * CHUNK;  // this part's block
+    let c = first + (r * SPLIT + part) * CHUNK;  // this part's block
     let pos = c + t;
     var s = array<f32, HG>();
     for (var i = 0u; i < HG; i++) {
       s[i] = NEG;
     }
     if (pos < n) {
-      let kb = pos * row_words + head_word;
+      let kb = cache_row(pos) * row_words + head_word;
       var d = array<f32, HG>();  // zeroed explicitly: a loop-body var may keep the last iteration's values
       for (var j = 0u; j < pairs; j++) {
         let kw = kv_unpack(k_cache[kb + j]);
@@ -122,7 +126,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
           a[i] = acc[i * MAX_PAIRS_PER_LANE + pi] * corr[i];
         }
         for (var j = 0u; j < cn; j++) {
-          let vw = kv_unpack(v_cache[(c + j) * row_words + head_word + pj]);
+          let vw = kv_unpack(v_cache[cache_row(c + j) * row_words + head_word + pj]);
           for (var i = 0u; i < HG; i++) {
             if (i < hg) {
               a[i] += sw[sb + i * CHUNK + j] * vw;

@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 GATE = REPO / "tests" / "gate"
 REFS = GATE / "micro-qwen3moe-f32.gate.json"  # the page's default f16 KV cache: tolerance 0.02
 REFS_KV32 = GATE / "micro-qwen3moe-f32.kv-f32.gate.json"  # f32 KV cache: tolerance 0.002, every step compared
+GEMMA4_REFS_KV32 = GATE / "micro-gemma4-f32.kv-f32.gate.json"  # gemma4, exact-GELU margins
 STEPS = 8
 
 
@@ -94,6 +95,12 @@ def test_checked_in_refs_are_what_make_refs_builds(fixture_models, stem, kv, pat
     assert dumps(built) == path.read_text(encoding="utf-8")
 
 
+def test_checked_in_gemma4_refs_are_what_make_refs_builds(gemma4_models):
+    built = build("micro-gemma4-f32", REPO.parent / "shared" / "fixtures-gemma4", gemma4_models, "f32")
+    assert built["model"]["load_options"] == {"kv": "f32"}
+    assert dumps(built) == GEMMA4_REFS_KV32.read_text(encoding="utf-8")
+
+
 def test_make_refs_refuses_a_prompt_the_template_cannot_render(fixture_models):
     with pytest.raises(SystemExit, match="does not render prompt 1"):
         build("micro-qwen35moe", REPO.parent / "shared" / "fixtures", fixture_models, "f16")
@@ -105,6 +112,15 @@ def test_gate_passes_on_fixture_refs(fixture_models):
     rc, out = _gate(REFS_KV32, "--models", fixture_models)
     assert rc == 0, out
     assert "PASS: all 32 steps equal llama.cpp's" in out, out
+
+
+def test_gate_passes_on_gemma4_fixture_refs(gemma4_models):
+    """The chat page runs gemma4 (micro-gemma4-f32, f32 KV cache, by the page's default load path) and replies as
+    llama.cpp's exact-GELU build does up to the first margin under the limit."""
+    _require_browser()
+    rc, out = _gate(GEMMA4_REFS_KV32, "--models", gemma4_models.resolve())
+    assert rc == 0, out
+    assert "(gemma4, KV f32)" in out and "32 leading steps agree" in out, out
 
 
 def test_gate_fails_on_an_altered_reply(fixture_models, tmp_path):

@@ -6,7 +6,8 @@ Cases: the real models' 16 query heads on 2 KV heads (a group of 8: one workgrou
 at 64, a group of 16 (two workgroups of 8 per KV head), a group of 3 (one workgroup of 3), no grouping; a chunk from position 0 and one after cached positions
 (the cache holds rows before the chunk), a short chunk of a longer recorded one (rows past n not written), more than
 one 64-position block per row; f16 and f32 KV caches; each row's positions split over 4 or 2 parts of 64 lanes (a
-GPU's form) over two rounds, and rows shorter than one part's block.
+GPU's form) over two rounds, and rows shorter than one part's block; a sliding window over a ring of rows (gemma4's
+sliding-window layers: each row sees its last `window` positions, position p at ring row p % ring rows).
 """
 import json
 
@@ -36,7 +37,8 @@ async def main(args):
         dl = DispatchList()
         async with GpuErrorScope(gpu, "recording " + n):
             shape = AttentionShape(a["n_head"], a["n_kv"], a["hd"], a["scale"], a["q_stride"], a["out_stride"])
-            ck.attention(dl, q, kc, vc, y, shape, splits=a["splits"])
+            ck.attention(dl, q, kc, vc, y, shape, splits=a["splits"],
+                         window=tuple(a["window"]) if a["window"] else None)
         grids[n] = [int(dl.ops[0][3]), int(dl.ops[0][4])]
         dl.submit(gpu)
         (d / f"out_{n}.bin").write_bytes(await rb.read(y, 0, int(y.size)))
@@ -60,6 +62,19 @@ CASES = [
     ("real_hd256_split4_short", 16, 2, 256, 4, 4, 0, "f32", 4),
     ("g3_hd128_split2", 6, 2, 128, 8, 7, 100, "f16", 2),
 ]
+# sliding windows: name -> (window, ring rows); rows past the window's start, rings wrapped, windows not a multiple
+# of 64 and longer than one block
+WINDOWS = {"win32_ring95_f16": (32, 95), "win32_ring95_f32": (32, 95), "win16_ring79_split4": (16, 79),
+           "win100_ring107": (100, 107)}
+CASES += [
+    ("win32_ring95_f16", 8, 4, 64, 64, 40, 60, "f16", None),
+    ("win32_ring95_f32", 8, 4, 64, 64, 40, 60, "f32", None),
+    ("win16_ring79_split4", 4, 2, 64, 64, 64, 3, "f16", 4),
+    ("win100_ring107", 4, 1, 128, 8, 8, 150, "f16", None),
+    # gemma4's global heads of 512 values (4 value pairs per lane), 4 query heads per workgroup
+    ("g4_hd512", 16, 2, 512, 8, 8, 70, "f16", None),
+    ("g4_hd512_split4", 8, 2, 512, 4, 4, 130, "f32", 4),
+]
 
 
 def _kv_words(x, kv):
@@ -80,22 +95,29 @@ def attn_run(tmp_path_factory):
         v = rng.standard_normal((total, nkv, hd)).astype(np.float32)
         if kv == "f16":  # what the cache holds
             k, v = k.astype(np.float16).astype(np.float32), v.astype(np.float16).astype(np.float32)
+        window, ring = WINDOWS.get(name, (None, total))
+        kr, vr = np.zeros((ring, nkv, hd), np.float32), np.zeros((ring, nkv, hd), np.float32)
+        for pos in range(total):  # a ring keeps the last `ring` positions (a full cache: every one)
+            kr[pos % ring], vr[pos % ring] = k[pos], v[pos]
         (d / f"{name}_q.bin").write_bytes(q.tobytes())
-        (d / f"{name}_k.bin").write_bytes(_kv_words(k, kv))
-        (d / f"{name}_v.bin").write_bytes(_kv_words(v, kv))
+        (d / f"{name}_k.bin").write_bytes(_kv_words(kr, kv))
+        (d / f"{name}_v.bin").write_bytes(_kv_words(vr, kv))
         (d / f"{name}_y0.bin").write_bytes(np.full(T * out_stride, SENTINEL, np.float32).tobytes())
         scale = hd ** -0.5
         ref = np.full((T, out_stride), SENTINEL)
         group = nh // nkv
         for t in range(n):
             length = pos0 + t + 1
+            first = max(0, length - window) if window else 0
             for h in range(nh):
-                s = k[:length, h // group].astype(np.float64) @ q[t, h * hd:(h + 1) * hd].astype(np.float64) * scale
+                kh, vh = k[first:length, h // group], v[first:length, h // group]
+                s = kh.astype(np.float64) @ q[t, h * hd:(h + 1) * hd].astype(np.float64) * scale
                 w = np.exp(s - s.max())
-                ref[t, h * hd:(h + 1) * hd] = (w / w.sum()) @ v[:length, h // group].astype(np.float64)
+                ref[t, h * hd:(h + 1) * hd] = (w / w.sum()) @ vh.astype(np.float64)
         refs[name] = ref
         spec.append(dict(name=name, n_head=nh, n_kv=nkv, hd=hd, T=T, n=n, pos0=pos0, kv=kv, scale=scale,
-                         q_stride=q_stride, out_stride=out_stride, splits=splits))
+                         q_stride=q_stride, out_stride=out_stride, splits=splits,
+                         window=(window, ring) if window else None))
     (d / "spec.json").write_text(json.dumps(spec))
     info = run_in_node(NODE_CODE, {"dir": str(d)}, mounts=[d], timeout=600)
     return d, refs, info

@@ -185,6 +185,27 @@ def kernel_run(tmp_path_factory):
         pr = np.exp(s - s.max())
         o.append((pr / pr.sum()) @ vb[:67, 0].astype(np.float64))
     ref["attn_hd256"] = np.concatenate(o)
+    # head_dim 512 (gemma4's global layers: two value pairs per lane), split over 4 workgroups per head (3 with
+    # positions) and merged; a sliding window of 32 over a ring of 95 rows, split in 2
+    for name, nh, nkv, hd, rows, pos, window, splits in (("attn_hd512", 4, 2, 512, 200, 130, None, 4),
+                                                          ("attn_window", 8, 4, 64, 95, 150, 32, 2)):
+        qw = rng.standard_normal(nh * hd).astype(np.float32)
+        kw = (rng.standard_normal((rows, nkv, hd)) * 0.2).astype(np.float16)
+        vw = rng.standard_normal((rows, nkv, hd)).astype(np.float16)
+        c.arr(f"q_{name}", qw)
+        c.arr(f"kc_{name}", kw)
+        c.arr(f"vc_{name}", vw)
+        c.add(name=name, kernel="attention", kv="f16", q=f"q_{name}", kc=f"kc_{name}", vc=f"vc_{name}",
+              y=f"y_{name}", n_head=nh, n_kv=nkv, hd=hd, scale=0.5, pos=pos, max_splits=splits,
+              window=[window, rows] if window else None, outputs=[f"y_{name}"])
+        seen = [p % rows for p in range(pos - window + 1 if window else 0, pos + 1)]  # ring rows of the window
+        o = []
+        for h in range(nh):
+            g = h // (nh // nkv)
+            sc = kw[seen, g].astype(np.float64) @ qw[h * hd:(h + 1) * hd] * 0.5
+            pr = np.exp(sc - sc.max())
+            o.append((pr / pr.sum()) @ vw[seen, g].astype(np.float64))
+        ref[name] = np.concatenate(o)
 
     # elementwise: SiLU gate, residual add, expert combine
     g = rng.standard_normal(300).astype(np.float32) * 4
@@ -343,6 +364,12 @@ def test_attention_gqa_over_chunks(kernel_run, kv):
 def test_attention_head_dim_256(kernel_run):
     c, ref, _ = kernel_run
     close(c.out("attn_hd256", "att256")[:2048], ref["attn_hd256"], rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("name,size", [("attn_hd512", 4 * 512), ("attn_window", 8 * 64)])
+def test_attention_wide_heads_and_sliding_windows(kernel_run, name, size):
+    c, ref, _ = kernel_run
+    close(c.out(name, f"y_{name}")[:size], ref[name], rtol=2e-4, atol=2e-5)
 
 
 def test_elementwise(kernel_run):

@@ -1,7 +1,9 @@
 """gemma4's weight formats on a real WebGPU device (Dawn on lavapipe in Node, through Pyodide) against the numpy
 reference's dequantisation (diskformer/reference/dequant.py): the Q4_0 product (py_engine.gpu.q4_kernels.q4_matvec)
 reading the store's nibble and scale planes (py_engine.gguf.split_q4_0) with its input quantised to Q8_0 as
-llama.cpp does, and the Q6_K embedding lookup (embed_scaled), which must equal ggml's dequantisation bit for bit.
+llama.cpp does, the Q6_K embedding lookup (embed_scaled), which must equal ggml's dequantisation bit for bit, the tied
+output head (Kernels.matvec over the Q6_K rows) and the prefill's GEMM over Q4_0 weights (ChunkKernels.gemm, with
+the chunk's rows quantised to Q8_0 while staged and as f32 rows).
 
 CPython writes the raw GGUF blocks and the case list to a folder; one Node process runs every case and writes the
 outputs back; numpy checks them here.
@@ -52,7 +54,17 @@ async def main(args):
             storage_buffer(gpu, case["y_len"] * 4, "y")
         try:
             async with GpuErrorScope(gpu, "recording " + case["name"]):
-                if case["kernel"] == "q4_matvec":
+                if case["kernel"] == "matvec":  # the shared launcher over a Q6_K (head) or Q4_0 matrix
+                    x = upload(gpu, (d / f"in_{case['x']}.bin").read_bytes(), "x")
+                    kern.matvec(dl, w, x, y, argmax_out=None)
+                elif case["kernel"] == "gemm":  # the prefill's tiled GEMM over a chunk of rows
+                    from py_engine.gpu.chunk_kernels import ChunkKernels
+                    from py_engine.gpu.chunk_shapes import GemmRows
+                    chunk = create_buffer(gpu, 16, UNIFORM | COPY_DST, "chunk")
+                    write_buffer(gpu, chunk, 0, struct.pack("<4I", case["n"], 0, 0, 0))
+                    x = upload(gpu, (d / f"in_{case['x']}.bin").read_bytes(), "x")
+                    ChunkKernels(kern, chunk, case["T"]).gemm(dl, w, x, y, GemmRows(w.cols, w.rows))
+                elif case["kernel"] == "q4_matvec":
                     x = upload(gpu, (d / f"in_{case['x']}.bin").read_bytes(), "x")
                     norm = (upload(gpu, (d / f"in_{case['nw']}.bin").read_bytes(), "nw"), case["eps"]) \
                         if case.get("nw") else None
@@ -156,6 +168,25 @@ def q4_run(tmp_path_factory):
                    "matrix": {"name": "emb", "fmt": "q6k", "rows": 2, "cols": 160}})
     c.spec.append({"name": "q4_wrong_format", "kernel": "q4_matvec", "matrix": emb, "x": "x", "x_base": 0,
                    "y_base": 0, "y_len": V})
+
+    # the tied output head: a matvec over Q6_K rows in bands, f32 activations, each weight dequantised exactly
+    xh = rng.standard_normal(H).astype(np.float32)
+    c.arr("xh", xh)
+    for cap in (4, 16):
+        name = f"head_q6k_l{cap}"
+        c.spec.append({"name": name, "kernel": "matvec", "matrix": emb, "x": "xh", "y_len": V, "lane_cap": cap})
+        expect[name] = (0, values.astype(np.float64) @ xh.astype(np.float64))
+    # the prefill's GEMM over Q4_0 weights: 20 rows of a 32-row chunk, x quantised to Q8_0 while staged (int8
+    # tiles) and as f32 rows
+    T, n = 32, 20
+    xs = rng.standard_normal((T, K)).astype(np.float32)
+    c.arr("xs", xs)
+    for q8 in (True, False):
+        name = f"gemm_q4_{'q8' if q8 else 'f32'}"
+        c.spec.append({"name": name, "kernel": "gemm", "matrix": mat, "x": "xs", "y_len": T * R, "T": T, "n": n,
+                       "q8_act": q8})
+        xq = np.stack([fake_quantize_q8_0(r) for r in xs[:n]]) if q8 else xs[:n]
+        expect[name] = (0, (xq.astype(np.float64) @ W.T).reshape(-1))
     (c.dir / "spec.json").write_text(json.dumps(c.spec))
     result = run_in_node(NODE_CODE, {"dir": str(c.dir)}, mounts=[c.dir], timeout=600)
     return c, expect, result
@@ -163,7 +194,7 @@ def q4_run(tmp_path_factory):
 
 def test_q4_0_products_equal_the_reference(q4_run):
     c, expect, _ = q4_run
-    names = [n for n in expect if n.startswith("q4_")]
+    names = [n for n in expect if n.startswith("q4_")]  # (the head and GEMM cases: the test below)
     for name in names:
         base, want = expect[name]
         got = c.out(name)[base:base + len(want)]
@@ -171,6 +202,14 @@ def test_q4_0_products_equal_the_reference(q4_run):
     # the f32-activation mode differs from the Q8_0-activation one by the input's rounding, which the test sees
     diff = np.max(np.abs(expect["q4_f32_act"][1] - expect["q4_l16_r1"][1]))
     assert diff > 1e-3
+
+
+@pytest.mark.parametrize("name", ["head_q6k_l4", "head_q6k_l16", "gemm_q4_q8", "gemm_q4_f32"])
+def test_q6_k_head_and_q4_0_gemm_equal_the_reference(q4_run, name):
+    c, expect, _ = q4_run
+    base, want = expect[name]
+    got = c.out(name)[base:base + len(want)]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=name)
 
 
 def test_q6_k_embedding_is_ggmls_dequantisation_bit_for_bit(q4_run):

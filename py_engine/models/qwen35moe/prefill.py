@@ -36,7 +36,7 @@ def build_layer_attn_linear(ck, dl, b, w, cfg, window, state, i, xq=None):
     ck.gemm(dl, w["attn_qkv"], b["xn"], b["qkv"], GemmRows(e, cfg.conv_channels), label=f"linear_attn_qkv_mixed-{i}",
             xq=xq)
     ck.gemm(dl, w["attn_gate"], b["xn"], b["z"], GemmRows(e, cfg.ssm_d_inner), label=f"z-{i}", xq=xq)
-    neighbour_gemms(ck, dl, w["ssm_beta"], w["ssm_alpha"], b["xn"], b["ssm_gates"], e, 2 * nv,
+    neighbour_gemms(ck, dl, w["ssm_beta"], w["ssm_alpha"], b["xn"], b["ssm_gates"], GemmRows(e, 2 * nv),
                     (f"beta-{i}", f"alpha-{i}", f"beta_alpha-{i}"), xq)
     ck.gdn_conv(dl, b["qkv"], w["ssm_conv1d"], window, b["qkv_conv"], cfg.conv_channels, cfg.ssm_conv_kernel,
                 label=f"conv_output_silu-{i}", keep_label=f"conv_keep-{i}")
