@@ -83,9 +83,6 @@ class MemoryPlan:
         return self.budget.full
 
 
-<<<<<<< HEAD
-def plan_memory(model, manifest, gpu, opts, header=None) -> MemoryPlan:
-=======
 def model_kv_bytes(model, n_ctx: int, kv_format: str, chunk: int) -> int:
     """What the model's KV caches take: its own per-layer shapes (gemma4: rings sized for `chunk`), else KVCache's."""
     if hasattr(model, "kv_cache_shapes"):
@@ -94,8 +91,15 @@ def model_kv_bytes(model, n_ctx: int, kv_format: str, chunk: int) -> int:
     return kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, kv_format)
 
 
-def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
->>>>>>> gemma4-gpu
+def ring_checkpoint_bytes(model, n_ctx: int, kv_format: str, chunk: int) -> int:
+    """What each state checkpoint also copies of the model's sliding-window K/V rings (engine/checkpoints.py)."""
+    if not hasattr(model, "ring_layers"):
+        return 0
+    shapes = model.kv_cache_shapes(n_ctx, chunk)
+    return layer_kv_cache_bytes([shapes[i] for i in model.ring_layers], kv_format)
+
+
+def plan_memory(model, manifest, gpu, opts, header=None) -> MemoryPlan:
     """The budget split of `model` (its work buffers not yet allocated) over the store `manifest` under
     StoreOptions `opts`; raises budget.BudgetTooSmall with the numbers. `header` (the store's GGUF header) lets the
     token table's rows come on demand (embedding_rows.py); without it the table stays resident."""
@@ -117,18 +121,18 @@ def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
             + 4 * cfg.n_vocab + 256 + 4 * cfg.n_expert_used * cfg.n_layer + guard + la_bytes
             + ExpertPool.overhead_bytes(record, cfg.n_layer, cfg.n_expert, opts.upload, opts.ring_buffers))
     dense = dense_gpu_bytes(manifest)
-<<<<<<< HEAD
-    kv_state = kv_cache_bytes(cfg.n_kv_layers, n_ctx, cfg.n_head_kv, cfg.head_dim, opts.kv_format) + state
     asked_chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
+    kv_state = model_kv_bytes(model, n_ctx, opts.kv_format, asked_chunk) + state
 
     def split(dense, work):
         """(chunk, checkpoints, budget plan) with the dense planes and work buffers of `dense` and `work` bytes."""
         rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
         chunk = fit_prefill_chunk(model, asked_chunk, opts.budget_bytes, rest)
+        ring = ring_checkpoint_bytes(model, n_ctx, opts.kv_format, chunk)
         checkpoints = fit_checkpoints(model, opts.state_checkpoints, opts.budget_bytes,
-                                      rest + chunk_bytes(model, chunk))
+                                      rest + chunk_bytes(model, chunk), ring)
         budget = plan_budget(opts.budget_bytes, BudgetInputs(
-            dense=dense, kv_state=kv_state + checkpoint_bytes(model, checkpoints),
+            dense=dense, kv_state=kv_state + checkpoint_bytes(model, checkpoints) + checkpoints * ring,
             work=work + chunk_bytes(model, chunk), record_bytes=record, n_layers=cfg.n_layer,
             n_experts=cfg.n_expert, top_k=cfg.n_expert_used,
             max_binding=gpu.max_binding, max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
@@ -151,23 +155,3 @@ def plan_memory(model, manifest, gpu, opts) -> MemoryPlan:
     else:
         chunk, checkpoints, budget = resident.get("split") or split(dense, work)
     return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints, embedding)
-=======
-    chunk = default_prefill_chunk(gpu, cfg) if opts.prefill_chunk is None else opts.prefill_chunk
-    kv_state = model_kv_bytes(model, n_ctx, opts.kv_format, chunk) + state
-    rest = dense + kv_state + work + min_pool_bytes(record, cfg.n_layer, cfg.n_expert, cfg.n_expert_used)
-    chunk = fit_prefill_chunk(model, chunk, opts.budget_bytes, rest)
-    work += chunk_bytes(model, chunk)
-    ring = 0
-    if hasattr(model, "ring_layers"):  # the checkpoints copy the sliding-window rings (engine/checkpoints.py)
-        shapes = model.kv_cache_shapes(n_ctx, chunk)
-        ring = layer_kv_cache_bytes([shapes[i] for i in model.ring_layers], opts.kv_format)
-    checkpoints = fit_checkpoints(model, opts.state_checkpoints, opts.budget_bytes, rest + chunk_bytes(model, chunk),
-                                  ring)
-    kv_state += checkpoint_bytes(model, checkpoints) + checkpoints * ring
-    budget = plan_budget(opts.budget_bytes, BudgetInputs(
-        dense=dense, kv_state=kv_state, work=work, record_bytes=record, n_layers=cfg.n_layer,
-        n_experts=cfg.n_expert, top_k=cfg.n_expert_used, max_binding=gpu.max_binding,
-        max_buffer=gpu.limits["maxBufferSize"], max_pool_buffer=opts.max_pool_buffer,
-        pool_fraction=opts.pool_fraction))
-    return MemoryPlan(budget, n_ctx, chunk, state, look, la_extra, guard, checkpoints)
->>>>>>> gemma4-gpu
