@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from diskformer.node_engine import node_executable
-from diskformer.reference.layers import fake_quantize_q8_0, silu
+from diskformer.reference.layers import fake_quantize_q8_0, gelu_tanh, silu
 from diskformer.reference.weights import GGUFWeights
 from py_engine.store.ingest import ingest
 from py_engine.store.layout import EXPERTS_FILE
@@ -31,26 +31,35 @@ def record(layout, experts_bin, layer, expert):
 
 
 class ExpertMath:
-    """One layer's expert matrices, dequantised, and the FFN computed two ways."""
+    """One layer's expert matrices, dequantised, and the FFN computed two ways. A fused gate|up tensor (gemma4's
+    ffn_gate_up_exps, gate rows first) is cut into its halves; gemma4's experts take GELU (tanh form) where the
+    Qwen ones take SiLU. The per-expert down scale is not part of the FFN here (the caller's routing weight holds it)."""
 
     def __init__(self, gguf: Path, layer: int):
         w = GGUFWeights(gguf)
-        self.gate = w.tensor(f"blk.{layer}.ffn_gate_exps.weight", np.float64)
-        self.up = w.tensor(f"blk.{layer}.ffn_up_exps.weight", np.float64)
+        fused = f"blk.{layer}.ffn_gate_up_exps.weight"
+        if w.has(fused):
+            gate_up = w.tensor(fused, np.float64)
+            f = gate_up.shape[1] // 2
+            self.gate, self.up, self.act = gate_up[:, :f], gate_up[:, f:], gelu_tanh
+        else:
+            self.gate = w.tensor(f"blk.{layer}.ffn_gate_exps.weight", np.float64)
+            self.up = w.tensor(f"blk.{layer}.ffn_up_exps.weight", np.float64)
+            self.act = silu
         self.down = w.tensor(f"blk.{layer}.ffn_down_exps.weight", np.float64)
 
     def plain(self, e, x):
-        """down(silu(gate x) * up x), float64."""
+        """down(act(gate x) * up x), float64."""
         x = np.asarray(x, np.float64)
-        return self.down[e] @ (silu(self.gate[e] @ x) * (self.up[e] @ x))
+        return self.down[e] @ (self.act(self.gate[e] @ x) * (self.up[e] @ x))
 
     def act_q8(self, e, x):
-        """The kernel's math for Q8_0 weights: x quantised before gate/up, f32 products and SwiGLU, the SwiGLU
+        """The kernel's math for Q8_0 (and Q4_0) weights: x quantised before gate/up, f32 products and SwiGLU, the SwiGLU
         output quantised before down."""
         xq = fake_quantize_q8_0(np.asarray(x, np.float32)).astype(np.float64)
         g = (self.gate[e] @ xq).astype(np.float32)
         u = (self.up[e] @ xq).astype(np.float32)
-        a = fake_quantize_q8_0(silu(g) * u).astype(np.float64)
+        a = fake_quantize_q8_0(self.act(g) * u).astype(np.float64)
         return self.down[e] @ a
 
 

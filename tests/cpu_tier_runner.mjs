@@ -1,5 +1,5 @@
 // Runs the CPU expert tier (web/cpu_tier/pool.js) on one request folder for tests/unit/test_cpu_tier.py:
-//   request.json  {layout, workers, slots, tokens, requests: [{slots, tokens, weights, x_at, mode}]}
+//   request.json  {layout, workers, slots, tokens, activation, requests: [{slots, tokens, weights, x_at, mode}]}
 //   records.bin   the records of slots 0, 1, ... back to back
 //   x.f32         every request's rows of x back to back (request r's from row x_at)
 // and writes out.<r>.f32 (the weighted sums, one row per token) and y.<r>.f32 (each job's unweighted output).
@@ -10,7 +10,7 @@ import { createExpertPool } from '../web/cpu_tier/pool.js';
 const dir = process.argv[2];
 const req = JSON.parse(readFileSync(path.join(dir, 'request.json'), 'utf8'));
 const pool = await createExpertPool({ layout: req.layout, workers: req.workers, slots: req.slots,
-                                      tokens: req.tokens, jobs: req.jobs });
+                                      tokens: req.tokens, jobs: req.jobs, activation: req.activation });
 try {
   const records = readFileSync(path.join(dir, 'records.bin'));
   for (let s = 0; s < req.slots; s++) {

@@ -14,13 +14,14 @@ import pytest
 
 from cpu_tier_cases import ROOT, ExpertMath, expected, inputs, models, node_ok, record, rel_err, store_of  # noqa: F401
 from diskformer.node_engine import node_executable
+from diskformer.reference.layers import gelu_tanh
 
 RUNNER = ROOT / "tests" / "cpu_tier_runner.mjs"
 BUILD = ROOT / "scripts" / "build_cpu_tier.mjs"
 LAYER = 1
 
 
-def run_pool(tmp, layout, records, requests, workers, tokens):
+def run_pool(tmp, layout, records, requests, workers, tokens, activation="swiglu"):
     """Run the requests ({slots, tokens, weights, x, mode}) in one pool; returns [(out, y)] per request."""
     xs, at = [], 0
     spec = []
@@ -30,7 +31,7 @@ def run_pool(tmp, layout, records, requests, workers, tokens):
         xs.append(np.asarray(r["x"], np.float32))
         at += len(r["x"])
     (tmp / "request.json").write_text(json.dumps({
-        "layout": layout, "workers": workers, "slots": len(records), "tokens": tokens,
+        "layout": layout, "workers": workers, "slots": len(records), "tokens": tokens, "activation": activation,
         "jobs": max(len(r["slots"]) for r in requests), "requests": spec}))
     (tmp / "records.bin").write_bytes(b"".join(records))
     np.concatenate(xs).astype("<f4").tofile(tmp / "x.f32")
@@ -90,6 +91,68 @@ def test_q8_records_match_the_quantised_math(stem, workers, models, tmp_path, no
         assert rel_err(ys, plain_y) < 3e-2
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_gemma4_records_match_the_reference(workers, gemma4_models, tmp_path, node_ok):
+    """gemma4's experts: fused gate|up halves, GEGLU (tanh-form GELU in f32), Q4_0 blocks split into nibble and
+    scale planes; the F32 twin holds the same values as F32."""
+    for stem, types in (("micro-gemma4-f32", {"gate": 0, "up": 0, "down": 0}),
+                        ("micro-gemma4", {"gate": 2, "up": 2, "down": 2})):
+        gguf = gemma4_models / f"{stem}.gguf"
+        layout, experts_bin = store_of(gguf)
+        assert layout["types"] == types
+        experts = [0, 3, 5, 7]
+        records = [record(layout, experts_bin, LAYER, e) for e in experts]
+        rng = np.random.default_rng(17)
+        reqs = requests_for(layout, rng, len(records))
+        math = ExpertMath(gguf, LAYER)
+        work = tmp_path / stem
+        work.mkdir()
+        for (out, ys), req in zip(run_pool(work, layout, records, reqs, workers, 2, "geglu"), reqs):
+            plain_y, plain_out = expected(math.plain, experts, req)
+            if types["gate"] == 0:
+                assert rel_err(ys, plain_y) < 1e-4 and rel_err(out, plain_out) < 1e-4
+                continue
+            want_y, want_out = expected(math.act_q8, experts, req)
+            assert rel_err(ys, want_y) < 1e-5
+            assert rel_err(out, want_out) < 1e-5
+            assert rel_err(ys, plain_y) < 3e-2
+
+
+def test_the_geglu_kernel_is_exact_in_f32():
+    """The kernel's GELU over a sweep of gate values: the f32 steps of shaders/common/gelu_mul.wgsl with a
+    correctly rounded f32 tanh, and within an f32 rounding of float64's GELU (the tails clamp to 0 and x)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not on PATH")
+    proc = subprocess.run([node, "--input-type=module", "-e", GEGLU_SWEEP], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    g = np.linspace(-12, 12, 4801, dtype=np.float32)
+    got = np.array(json.loads(proc.stdout), np.float32)
+    f32 = np.float32
+    z = np.clip(f32(0.7978845608028654) * g * (f32(1) + f32(0.044715) * g * g), f32(-15), f32(15))
+    tanh = np.tanh(z.astype(np.float64)).astype(np.float32)
+    steps = f32(0.5) * g * (f32(1) + tanh)
+    assert np.array_equal(got, steps)
+    # 1 + tanh(z) cancels for negative g, as on the GPU: an absolute bound, two f32 ulps of the larger of |g| and 1
+    # (measured 1.16)
+    bound = 2 * np.spacing(np.maximum(np.abs(g), f32(1))).astype(np.float64)
+    assert np.all(np.abs(got - gelu_tanh(g.astype(np.float64))) <= bound)
+
+
+GEGLU_SWEEP = r"""
+import { readFileSync } from 'node:fs';
+const bytes = readFileSync(new URL('./web/cpu_tier/expert_ffn.wasm', 'file://' + process.cwd() + '/'));
+const memory = new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+const { instance } = await WebAssembly.instantiate(bytes, { env: { memory, exp: Math.exp } });
+const n = 4801;
+const f = new Float32Array(memory.buffer);
+for (let i = 0; i < n; i++) { f[i] = Math.fround(-12 + (24 * i) / (n - 1)); f[n + i] = 1; }
+instance.exports.geglu(0, 4 * n, 8 * n, n);
+console.log(JSON.stringify(Array.from(f.subarray(2 * n, 3 * n))));
+"""
+
+
 def test_the_committed_kernel_is_built_from_its_source():
     node = shutil.which("node")
     if node is None:
@@ -108,7 +171,8 @@ const caps = { workers: 2, slots: 8, tokens: 1, jobs: 8 };
 const said = (layout, c) => { try { planMemory(layout, c); return ''; } catch (e) { return e.message; } };
 console.log(JSON.stringify({
   pages: planMemory(real, caps).pages,
-  q4: said({ ...real, types: { gate: 2, up: 2, down: 2 } }, caps),
+  q4k: said({ ...real, types: { gate: 12, up: 12, down: 12 } }, caps),
+  act: said(real, { ...caps, activation: 'relu' }),
   odd: said({ ...real, dims: { gate: [2048, 500] } }, caps),
   huge: said(real, { ...caps, slots: 2000 }),
 }));
@@ -124,7 +188,8 @@ def test_the_pool_refuses_what_it_cannot_compute_in_words():
     assert proc.returncode == 0, proc.stderr
     said = json.loads(proc.stdout)
     assert said["pages"] * 65536 >= 8 * 3342336
-    assert "F32 and Q8_0" in said["q4"] and "type 2" in said["q4"]
+    assert "F32, Q8_0 and Q4_0" in said["q4k"] and "type 12" in said["q4k"]
+    assert "swiglu and geglu" in said["act"] and "relu" in said["act"]
     assert "multiples of 32" in said["odd"]
     assert "fewer record slots" in said["huge"]
 

@@ -6,16 +6,19 @@
 ;;   Q8_0 weights: the input is quantised per 32 values as ggml's quantize_row_q8_0 does (shaders/q8_block.wgsl:
 ;;     amax, d = f16(amax / 127), q = round-half-even(x * 127 / amax) in f32) and a row is
 ;;     sum over blocks of (d_w * d_x) * sum(q_w * q_x), int8 products summed exactly, f32 between blocks;
+;;   Q4_0 weights: the same with the weight codes of a block being its 32 nibbles less 8 (ggml's order: the low
+;;     nibbles of its 16 bytes are values 0-15, the high ones 16-31; shaders/moe/moe_pool_dot_q4.wgsl);
 ;;   F32 weights: a plain f32 dot product with the f32 input.
-;; Weights are the store's record planes (py_engine/store/layout.py): Q8_0 codes row-major, 32 bytes per block, and
-;; their f16 scales, 2 bytes per block; F32 rows as they are.
+;; Weights are the store's record planes (py_engine/store/layout.py): Q8_0 codes row-major, 32 bytes per block (Q4_0:
+;; 16 bytes of nibbles), and their f16 scales, 2 bytes per block; F32 rows as they are.
+;; The activation between the products is SwiGLU (qwen3moe, qwen35moe) or GEGLU with the tanh-form GELU (gemma4).
 ;; Activation codes are kept widened to i16 (64 bytes per block), since every row reuses them; weight codes are widened
 ;; as they are loaded (v128.load8x8_s); i32x4.dot_i16x8_s then sums their products in pairs, exactly.
 ;; Measured (lab/cpu_tier_bench.mjs, one worker, 2048 x 512 records, an AMD EPYC VM): ~6.5 GB/s of records per core
 ;; from memory and ~8.4 from cache, against ~2.5 when each block's scale was converted and applied on its own.
 (module
   (import "env" "memory" (memory 1 65536 shared))
-  ;; silu's exp: WebAssembly has none; one call per row is nothing beside the row's product
+  ;; silu's and gelu's exp: WebAssembly has none; one call per row is nothing beside the row's product
   (import "env" "exp" (func $exp (param f64) (result f64)))
 
   ;; $d rounded to the nearest f16 (ties to even), as f32: shaders/round_f16.wgsl, for 0 <= d far below the f16 max.
@@ -458,6 +461,226 @@
       end
     end)
 
+  ;; Σ q_w·q_x of one Q4_0 block (16 bytes of nibbles at $w) with the input block's i16 codes at $q, as four i32
+  ;; lanes: low nibbles are values 0-15, high nibbles 16-31, each less 8.
+  (func $q4_block (param $w i32) (param $q i32) (result v128)
+    (local $c v128) (local $lo v128) (local $hi v128)
+    local.get $w
+    v128.load
+    local.tee $c
+    v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15
+    v128.and
+    v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
+    i8x16.sub
+    local.set $lo
+    local.get $c
+    i32.const 4
+    i8x16.shr_u
+    v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
+    i8x16.sub
+    local.set $hi
+    local.get $lo
+    i16x8.extend_low_i8x16_s
+    local.get $q
+    v128.load
+    i32x4.dot_i16x8_s
+    local.get $lo
+    i16x8.extend_high_i8x16_s
+    local.get $q
+    v128.load offset=16
+    i32x4.dot_i16x8_s
+    i32x4.add
+    local.get $hi
+    i16x8.extend_low_i8x16_s
+    local.get $q
+    v128.load offset=32
+    i32x4.dot_i16x8_s
+    local.get $hi
+    i16x8.extend_high_i8x16_s
+    local.get $q
+    v128.load offset=48
+    i32x4.dot_i16x8_s
+    i32x4.add
+    i32x4.add)
+
+  ;; Rows [$r0, $r1) of a Q4_0 matrix of $nb blocks per row (nibbles at $codes, 16 bytes per block; f16 scales at
+  ;; $scales) times the quantised input ($xq codes, $xs scales): out[r]. rows_q8's loop (two rows at a time, blocks in
+  ;; groups of four sharing their scale products) with Q4_0 blocks.
+  (func (export "rows_q4") (param $codes i32) (param $scales i32) (param $nb i32) (param $r0 i32) (param $r1 i32)
+                           (param $xq i32) (param $xs i32) (param $out i32)
+    (local $w0 i32) (local $w1 i32) (local $s0 i32) (local $s1 i32) (local $q i32) (local $qs i32) (local $b i32)
+    (local $in_group i32) (local $two i32)
+    (local $acc0 v128) (local $acc1 v128) (local $sc0 v128) (local $sc1 v128) (local $dx v128) (local $lane v128)
+    block $rows_done
+      loop $rows
+        local.get $r0
+        local.get $r1
+        i32.ge_u
+        br_if $rows_done
+        local.get $codes
+        local.get $r0
+        local.get $nb
+        i32.mul
+        local.tee $b
+        i32.const 16
+        i32.mul
+        i32.add
+        local.set $w0
+        local.get $scales
+        local.get $b
+        i32.const 2
+        i32.mul
+        i32.add
+        local.set $s0
+        local.get $r0
+        i32.const 1
+        i32.add
+        local.get $r1
+        i32.lt_u
+        local.set $two
+        local.get $w0
+        local.get $nb
+        i32.const 16
+        i32.mul
+        local.get $two
+        i32.mul
+        i32.add
+        local.set $w1
+        local.get $s0
+        local.get $nb
+        i32.const 2
+        i32.mul
+        local.get $two
+        i32.mul
+        i32.add
+        local.set $s1
+        local.get $xq
+        local.set $q
+        local.get $xs
+        local.set $qs
+        v128.const i32x4 0 0 0 0
+        local.tee $acc0
+        local.set $acc1
+        i32.const 0
+        local.set $b
+        loop $groups
+          local.get $qs
+          v128.load
+          local.tee $dx
+          local.get $s0
+          call $f16x4
+          f32x4.mul
+          local.set $sc0
+          local.get $dx
+          local.get $s1
+          call $f16x4
+          f32x4.mul
+          local.set $sc1
+          v128.const i8x16 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3
+          local.set $lane
+          local.get $nb
+          local.get $b
+          i32.sub
+          local.tee $in_group
+          i32.const 4
+          i32.gt_u
+          if
+            i32.const 4
+            local.set $in_group
+          end
+          local.get $b
+          local.get $in_group
+          i32.add
+          local.set $b
+          loop $blocks
+            local.get $acc0
+            local.get $w0
+            local.get $q
+            call $q4_block
+            f32x4.convert_i32x4_s
+            local.get $sc0
+            local.get $lane
+            i8x16.swizzle
+            f32x4.mul
+            f32x4.add
+            local.set $acc0
+            local.get $acc1
+            local.get $w1
+            local.get $q
+            call $q4_block
+            f32x4.convert_i32x4_s
+            local.get $sc1
+            local.get $lane
+            i8x16.swizzle
+            f32x4.mul
+            f32x4.add
+            local.set $acc1
+            local.get $lane
+            v128.const i8x16 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4
+            i8x16.add
+            local.set $lane
+            local.get $w0
+            i32.const 16
+            i32.add
+            local.set $w0
+            local.get $w1
+            i32.const 16
+            i32.add
+            local.set $w1
+            local.get $q
+            i32.const 64
+            i32.add
+            local.set $q
+            local.get $in_group
+            i32.const 1
+            i32.sub
+            local.tee $in_group
+            br_if $blocks
+          end
+          local.get $s0
+          i32.const 8
+          i32.add
+          local.set $s0
+          local.get $s1
+          i32.const 8
+          i32.add
+          local.set $s1
+          local.get $qs
+          i32.const 16
+          i32.add
+          local.set $qs
+          local.get $b
+          local.get $nb
+          i32.lt_u
+          br_if $groups
+        end
+        local.get $out
+        local.get $r0
+        i32.const 4
+        i32.mul
+        i32.add
+        local.get $acc0
+        call $hsum
+        f32.store
+        local.get $two
+        if
+          local.get $out
+          local.get $r0
+          i32.const 4
+          i32.mul
+          i32.add
+          local.get $acc1
+          call $hsum
+          f32.store offset=4
+        end
+        local.get $r0
+        i32.const 2
+        i32.add
+        local.set $r0
+        br $rows
+      end
+    end)
+
   ;; Rows [$r0, $r1) of an F32 matrix of $n columns (n a multiple of 8) at $w times the f32 input at $x: out[r].
   (func (export "rows_f32") (param $w i32) (param $n i32) (param $r0 i32) (param $r1 i32) (param $x i32)
                             (param $out i32)
@@ -553,6 +776,81 @@
         f32.demote_f64
         f32.add
         f32.div
+        local.get $u
+        f32.load
+        f32.mul
+        f32.store
+        local.get $g
+        i32.const 4
+        i32.add
+        local.set $g
+        local.get $u
+        i32.const 4
+        i32.add
+        local.set $u
+        local.get $act
+        i32.const 4
+        i32.add
+        local.set $act
+        local.get $n
+        i32.const 1
+        i32.sub
+        local.tee $n
+        br_if $each
+      end
+    end)
+
+  ;; act[i] = gelu(g[i]) * u[i] for $n values, GELU the tanh form in f32 as shaders/common/gelu_mul.wgsl computes it:
+  ;; z = clamp(sqrt(2/pi) g (1 + 0.044715 g^2), -15, 15) in f32 (the same operations in the same order), then
+  ;; tanh(z) = 1 - 2 / (e^(2z) + 1) in f64 (an absolute error of a few 1e-16, far below half an f32 ulp, so the f32
+  ;; tanh is the correctly rounded one except at the rarest ties), then 0.5 g (1 + tanh z) u in f32.
+  (func (export "geglu") (param $g i32) (param $u i32) (param $act i32) (param $n i32)
+    (local $v f32) (local $z f32)
+    block $done
+      local.get $n
+      i32.eqz
+      br_if $done
+      loop $each
+        local.get $g
+        f32.load
+        local.set $v
+        ;; (sqrt(2/pi) g) (1 + (0.044715 g) g), clamped
+        f32.const 0x1.988454p-1
+        local.get $v
+        f32.mul
+        f32.const 1
+        f32.const 0.044715
+        local.get $v
+        f32.mul
+        local.get $v
+        f32.mul
+        f32.add
+        f32.mul
+        f32.const -15
+        f32.max
+        f32.const 15
+        f32.min
+        local.set $z
+        local.get $act
+        ;; (0.5 g) (1 + tanh z) u
+        f32.const 0.5
+        local.get $v
+        f32.mul
+        f32.const 1
+        f64.const 1
+        f64.const 2
+        local.get $z
+        f64.promote_f32
+        f64.const 2
+        f64.mul
+        call $exp
+        f64.const 1
+        f64.add
+        f64.div
+        f64.sub
+        f32.demote_f64
+        f32.add
+        f32.mul
         local.get $u
         f32.load
         f32.mul

@@ -1,7 +1,7 @@
 // One worker of the CPU expert tier (pool.js): instantiates expert_ffn.wasm on the pool's shared memory, then waits
 // for requests on the control words and computes its share of the rows. Runs as a Web Worker (module) in the
 // browser and as a worker_threads worker in Node.
-import { CTRL, CMD_EXIT, ERROR_TEXT_BYTES, GGML_Q8_0 } from './plan.js';
+import { CTRL, CMD_EXIT, ERROR_TEXT_BYTES, GGML_Q4_0, quantisedInput } from './plan.js';
 
 const CHUNK_ROWS = 16;  // rows of a record multiplied by every job of that record before the next rows (~32 KB)
 const isNode = typeof process !== 'undefined' && !!process.versions?.node;
@@ -25,9 +25,10 @@ class ExpertWorker {
   rows(part, rec, r0, r1, input, out) {
     const { planes, types } = this.plan;
     const codes = rec + planes[`${part}_codes`].off;
-    if (types[part] === GGML_Q8_0) {
+    if (quantisedInput(types[part])) {
       const nb = (part === 'down' ? this.plan.nFf : this.plan.nEmbd) / 32;
-      this.k.rows_q8(codes, rec + planes[`${part}_scales`].off, nb, r0, r1, input.q, input.s, out);
+      const rowsOf = types[part] === GGML_Q4_0 ? this.k.rows_q4 : this.k.rows_q8;
+      rowsOf(codes, rec + planes[`${part}_scales`].off, nb, r0, r1, input.q, input.s, out);
     } else {
       this.k.rows_f32(codes, part === 'down' ? this.plan.nFf : this.plan.nEmbd, r0, r1, input.f, out);
     }
@@ -47,10 +48,10 @@ class ExpertWorker {
     return [...bySlot].map(([slot, jobs]) => ({ rec: p.records + slot * p.recordSize, jobs }));
   }
 
-  // gate, up and silu(gate)·up for this worker's share of the rows of every record used (record-major).
+  // gate, up and silu(gate)·up (gelu(gate)·up) for this worker's share of the rows of every record used (record-major).
   gateUp(groups, nTokens) {
     const p = this.plan;
-    const anyQ8 = p.types.gate === GGML_Q8_0 || p.types.up === GGML_Q8_0;
+    const anyQ8 = quantisedInput(p.types.gate) || quantisedInput(p.types.up);
     if (anyQ8) this.k.quantize_q8(p.x, nTokens * p.nEmbd, this.mine.xq, this.mine.xs);
     const [u0, u1] = share(groups.length * p.nFf, this.index, p.workers);
     for (let g = Math.floor(u0 / p.nFf); g < groups.length && g * p.nFf < u1; g++) {
@@ -67,14 +68,15 @@ class ExpertWorker {
         for (const input of inputs) this.rows('gate', rec, c0, c1, input, p.gate + input.at);
         for (const input of inputs) this.rows('up', rec, c0, c1, input, p.up + input.at);
       }
-      for (const { at } of inputs) this.k.swiglu(p.gate + at + 4 * r0, p.up + at + 4 * r0, p.act + at + 4 * r0, r1 - r0);
+      const act = p.activation === 'geglu' ? this.k.geglu : this.k.swiglu;
+      for (const { at } of inputs) act(p.gate + at + 4 * r0, p.up + at + 4 * r0, p.act + at + 4 * r0, r1 - r0);
     }
   }
 
   // down products for this worker's share of the output rows, every job, and their weighted sums per token.
   down(groups, nJobs, nTokens) {
     const p = this.plan;
-    const q8 = p.types.down === GGML_Q8_0;
+    const q8 = quantisedInput(p.types.down);
     if (q8) this.k.quantize_q8(p.act, nJobs * p.nFf, this.mine.aq, this.mine.as);
     const [r0, r1] = share(p.nEmbd, this.index, p.workers);
     for (const { rec, jobs } of groups) {

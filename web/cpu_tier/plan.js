@@ -3,8 +3,13 @@
 // expert_worker.js so both read the same offsets.
 
 export const GGML_F32 = 0;
+export const GGML_Q4_0 = 2;
 export const GGML_Q8_0 = 8;
-const TYPE_NAMES = { [GGML_F32]: 'F32', [GGML_Q8_0]: 'Q8_0' };
+const TYPE_NAMES = { [GGML_F32]: 'F32', [GGML_Q4_0]: 'Q4_0', [GGML_Q8_0]: 'Q8_0' };
+// the activation between the gate/up and the down products: silu(gate)·up (Qwen) or gelu(gate)·up (gemma4)
+export const ACTIVATIONS = ['swiglu', 'geglu'];
+// types whose products take the input quantised to Q8_0 blocks
+export const quantisedInput = (t) => t === GGML_Q8_0 || t === GGML_Q4_0;
 
 // Control words (Int32 indices at plan.ctrl).
 export const CTRL = {
@@ -30,13 +35,18 @@ const align = (n, a = 64) => Math.ceil(n / a) * a;
 function partType(layout, part) {
   const t = Number(layout.types[part]);
   if (!(t in TYPE_NAMES)) {
-    throw new Error(`the CPU expert tier computes F32 and Q8_0 experts; this model's ${part} experts are ggml type ${t}`);
+    throw new Error(`the CPU expert tier computes F32, Q8_0 and Q4_0 experts; this model's ${part} experts are ggml type ${t}`);
   }
   return t;
 }
 
-// layout: {types, dims, planes, record_size} of the store's manifest; caps: {workers, slots, tokens, jobs}.
+// layout: {types, dims, planes, record_size} of the store's manifest; caps: {workers, slots, tokens, jobs,
+// activation ('swiglu' by default, or 'geglu')}.
 export function planMemory(layout, caps) {
+  const activation = caps.activation ?? 'swiglu';
+  if (!ACTIVATIONS.includes(activation)) {
+    throw new Error(`the CPU expert tier computes ${ACTIVATIONS.join(' and ')} experts, not ${activation}`);
+  }
   const nEmbd = Number(layout.dims.gate[0]);
   const nFf = Number(layout.dims.gate[1]);
   const types = { gate: partType(layout, 'gate'), up: partType(layout, 'up'), down: partType(layout, 'down') };
@@ -48,7 +58,7 @@ export function planMemory(layout, caps) {
   const { workers, slots, tokens, jobs } = caps;
   let at = 0;
   const take = (n) => { const off = at; at = align(at + n); return off; };
-  const plan = { nEmbd, nFf, types, planes, recordSize: Number(layout.record_size), workers, slots, tokens, jobs };
+  const plan = { nEmbd, nFf, types, activation, planes, recordSize: Number(layout.record_size), workers, slots, tokens, jobs };
   plan.ctrl = take(CTRL_BYTES);
   plan.errorText = take(ERROR_TEXT_BYTES);
   plan.jobSlot = take(4 * jobs);

@@ -1,6 +1,6 @@
 // The CPU expert tier: a pool of workers (Web Workers in the browser, worker_threads in Node) computing routed
-// experts' FFNs — gate, up, SwiGLU, down — on the CPU with a WebAssembly SIMD kernel (expert_ffn.wat), for an
-// expert missed by the GPU pool that is cheaper to compute where it lies than to upload.
+// experts' FFNs — gate, up, SwiGLU (or GEGLU), down — on the CPU with a WebAssembly SIMD kernel (expert_ffn.wat),
+// for an expert missed by the GPU pool that is cheaper to compute where it lies than to upload.
 //
 //   const pool = await createExpertPool({ layout, workers: 4, slots: 16, tokens: 1 });
 //   pool.record(slot).set(bytes);          // or read the record straight into that view
@@ -8,7 +8,7 @@
 //   const out = await pool.compute(x, { slots, tokens, weights });
 //
 // layout is the store manifest's expert layout (py_engine/store/layout.py ExpertLayout.to_json): record planes,
-// part types (F32 or Q8_0) and dims. x holds n_tokens rows of n_embd f32; job j multiplies the record in
+// part types (F32, Q8_0 or Q4_0) and dims. x holds n_tokens rows of n_embd f32; job j multiplies the record in
 // slots[j] with row tokens[j] of x. The result is out[t] = Σ_{j: tokens[j] = t} weights[j] · FFN_j(x[t]), one
 // row of n_embd per token (weights default to 1); expertOutput(j) is job j's FFN output before weighting;
 // measure() times the tier on this machine.
@@ -169,13 +169,15 @@ class ExpertPool {
 }
 
 // options: layout (required); workers (default: the cores less one, at least 1); slots (records held, default 8);
-// tokens (rows of x per request, default 1); jobs (experts per request, default slots); wasm (bytes or a compiled
-// module; default: expert_ffn.wasm beside this file); workerUrl (default: expert_worker.js beside this file).
+// tokens (rows of x per request, default 1); jobs (experts per request, default slots); activation ('swiglu', the
+// default, or 'geglu': gelu(gate)·up, gemma4's experts); wasm (bytes or a compiled module; default: expert_ffn.wasm
+// beside this file); workerUrl (default: expert_worker.js beside this file).
 export async function createExpertPool(options) {
   const cores = (isNode ? (await import('node:os')).availableParallelism() : navigator.hardwareConcurrency) || 2;
   const workers = options.workers ?? Math.max(1, cores - 1);
   const slots = options.slots ?? 8;
-  const caps = { workers, slots, tokens: options.tokens ?? 1, jobs: options.jobs ?? slots };
+  const caps = { workers, slots, tokens: options.tokens ?? 1, jobs: options.jobs ?? slots,
+                 activation: options.activation ?? 'swiglu' };
   const plan = planMemory(options.layout, caps);
   const module = await loadKernel(options.wasm);
   let memory;
