@@ -2,9 +2,9 @@
 
 A missed expert that will not be reused soon can be computed where its record lies, on the CPU, instead of being
 uploaded into a GPU slot (llama.cpp's experts-on-CPU offload; Fiddler, Kamahori et al. 2024): its weights are MBs,
-its input and output a few KB. The pool's workers run a WebAssembly SIMD kernel of the expert FFN (gate, up, SwiGLU,
-down) with the GPU kernels' math (Q8_0 products on inputs quantised as ggml does; F32 as is) on records held in
-shared memory, and return the router-weighted sum per token for the GPU to add.
+its input and output a few KB. The pool's workers run a WebAssembly SIMD kernel of the expert FFN (gate, up, SwiGLU
+or GEGLU, down) with the GPU kernels' math (Q8_0 and Q4_0 products on inputs quantised as ggml does; F32 as is) on
+records held in shared memory, and return the router-weighted sum per token for the GPU to add.
 
     tier = await CpuExpertTier.open(manifest["layout"]["experts"], slots=16)
     tier.record(3).assign(record_bytes)        # or have the store read the record straight into that view
@@ -47,12 +47,13 @@ class CpuExpertTier:
 
     @classmethod
     async def open(cls, layout: dict, *, workers: int | None = None, slots: int = 8, tokens: int = 1,
-                   jobs: int | None = None, url: str | None = None) -> "CpuExpertTier":
+                   jobs: int | None = None, url: str | None = None, activation: str = "swiglu") -> "CpuExpertTier":
         """A pool for records of `layout` (the store manifest's expert layout): `slots` records held, requests of
-        up to `tokens` rows of x and `jobs` experts (default: slots); `workers` defaults to the cores less one."""
+        up to `tokens` rows of x and `jobs` experts (default: slots); `workers` defaults to the cores less one;
+        `activation`: "swiglu" (silu(gate)·up) or "geglu" (gelu(gate)·up, tanh form)."""
         url = url or js.URL.new(POOL_PATH, js.location.href).href
         module = await _import(url)
-        options = {"layout": layout, "slots": slots, "tokens": tokens, "jobs": jobs or slots}
+        options = {"layout": layout, "slots": slots, "tokens": tokens, "jobs": jobs or slots, "activation": activation}
         if workers:
             options["workers"] = workers
         return cls(await module.createExpertPool(_js_object(options)))

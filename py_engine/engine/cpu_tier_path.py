@@ -8,7 +8,10 @@ the GPU's residency check finds it absent and the pool products give it zero out
 sum. Its record is read through the streamer's own reader (alongside the uploads of the other misses), the tier
 computes Σ w_j · FFN_j(xn) for the layer's CPU experts, and that row is written into this layer's row of `out`; a
 dispatch recorded right after the layer's residency check adds the row into h (the router has already read h by
-then, and the routed and shared experts read xn, so the sum is the same as adding it with the experts'). A layer
+then, and the routed and shared experts read xn, so the sum is the same as adding it with the experts'). A model
+that does more with the routed sum than add it to h (gemma4: a post-norm; models/registry.py CpuExperts) has the
+row added into that sum right after its combine instead, its experts' input read back in place of xn, and any
+per-expert output scale folded into the routing weights (as the GPU's combine multiplies them). A layer
 with no CPU experts this token has its row zeroed again before its submit. A check that finds an expert absent sets
 the pool's stop flag (the early-stop mode's signal; nothing is guarded in per-layer routing), which is cleared
 before the next layer's submit so that its check runs; the pool's `gpu_stops` counts these checks too.
@@ -20,6 +23,7 @@ import time
 import js
 
 from ..cpu_tier.expert_tier import CpuExpertTier
+from ..models.registry import CpuExperts
 from ..residency.cpu_tier_placement import CpuTierPlacement, TierRates
 from ..gpu.buffers import storage_buffer
 
@@ -34,9 +38,17 @@ def fill_record(view, data) -> None:
         view.assign(data)
 
 
+def f32_product(a: float, b: float) -> float:
+    """a · b rounded to f32, as an f32 multiply gives it (the exact double product rounded once)."""
+    return struct.unpack("<f", struct.pack("<f", a * b))[0]
+
+
 class CpuTierPath:
-    def __init__(self, gpu, tier: CpuExpertTier, placement: CpuTierPlacement, reader, pool, k: int, workers: int):
+    def __init__(self, gpu, tier: CpuExpertTier, placement: CpuTierPlacement, reader, pool, k: int, workers: int,
+                 experts: CpuExperts = CpuExperts()):
         self.workers, self.status = workers, pool.status
+        self.experts = experts
+        self.down_scales = None  # per layer, per expert: the output scales folded into the routing weights
         self.n_layers = n_layers = pool.n_layers
         self.flagged = False  # a residency check saw this tier's absent experts: its stop flag is set
         self.gpu, self.tier, self.placement, self.reader, self.k = gpu, tier, placement, reader, k
@@ -55,12 +67,14 @@ class CpuTierPath:
 
     @classmethod
     async def open(cls, gpu, layout: dict, pool, reader, *, k: int, workers: int, mode: str, per_layer=None,
-                   url=None) -> "CpuTierPath":
+                   url=None, experts: CpuExperts = CpuExperts()) -> "CpuTierPath":
         """Start `workers` CPU workers for `layout`'s records (room for a layer's `k` routed experts) and measure
         the rates the placement weighs: a record read through `reader`, an upload into the pool (its slot 0, free
-        before the first token) and the tier's compute, each per expert record."""
+        before the first token) and the tier's compute, each per expert record. `experts`: how the model's experts
+        are computed and summed (models/registry.py)."""
         n_layers, n_experts = pool.n_layers, pool.n_experts
-        tier = await CpuExpertTier.open(layout, workers=workers, slots=k, tokens=1, url=url)
+        tier = await CpuExpertTier.open(layout, workers=workers, slots=k, tokens=1, url=url,
+                                        activation=experts.activation)
         try:
             t0 = time.perf_counter()
             records = await reader.read_records(0, list(range(k)))
@@ -79,15 +93,33 @@ class CpuTierPath:
             raise
         placement = CpuTierPlacement(TierRates(read_ms, upload_ms, cpu_ms), per_layer=min(per_layer or k, k),
                                      reuse=pool.layout.slots / (n_layers * n_experts), mode=mode)
-        return cls(gpu, tier, placement, reader, pool, k, workers)
+        return cls(gpu, tier, placement, reader, pool, k, workers, experts)
+
+    def fold_scales(self, down_scales) -> None:
+        """Per layer, each expert's output scale: a routing weight sent to the workers is multiplied by it."""
+        self.down_scales = [list(v) for v in down_scales]
 
     # ---- recording -------------------------------------------------------------------------------------------
-    def recorder(self, h):
-        """The hook StreamingKernels calls after each residency check: h += this layer's CPU row."""
+    def recorder(self, y):
+        """A hook StreamingKernels calls while recording a layer: y += this layer's CPU row."""
         def add_cpu_row(kern, dl, layer):
-            kern.add(dl, (self.out, layer * self.stride, self.row_bytes), h, self.n_embd,
+            kern.add(dl, (self.out, layer * self.stride, self.row_bytes), y, self.n_embd,
                      label=f"ffn_moe_cpu_out-{layer}")
         return add_cpu_row
+
+    def hook(self, kern, acts) -> None:
+        """Record the add of each layer's CPU row where the model's routed sum goes: into h after the residency
+        check, or into the routed sum after its combine (StreamingKernels.after_check / after_combine)."""
+        into = self.experts.sum_into
+        if into == "h":
+            kern.after_check = self.recorder(acts["h"])
+        else:
+            kern.after_combine = self.recorder(acts[into])
+
+    @property
+    def input_name(self) -> str:
+        """The activation buffer the routed experts multiply (read back with the routing weights)."""
+        return self.experts.input
 
     def copies(self, layer: int, route_w, xn, at: int) -> list:
         """The readback copies that bring the layer's routing weights and xn, from byte `at` (4-aligned)."""
@@ -128,6 +160,8 @@ class CpuTierPath:
         weights = struct.unpack_from(f"<{self.k}f", raw, at)
         x = memoryview(raw)[at + 4 * self.k:at + 4 * self.k + self.row_bytes]
         placed = {e: w for e, w in zip(struct.unpack_from(f"<{self.k}I", raw, 0), weights)}
+        if self.down_scales is not None:  # route_w · scale[e], the product the GPU's combine takes
+            placed = {e: f32_product(w, self.down_scales[layer][e]) for e, w in placed.items()}
         row = await self.tier.compute_async(x, slots=list(range(len(experts))),
                                             weights=[placed[e] for e in experts])
         return row, (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3

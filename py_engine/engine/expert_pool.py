@@ -145,6 +145,9 @@ class StreamingKernels(Kernels):
         self.splits = []  # (layer, index of its residency check in the dispatch list, route_ids buffer, k)
         self.lookahead = None  # a RouterLookAhead (lookahead.py): its guesses are recorded before each check
         self.after_check = None  # (kern, dl, layer) -> records dispatches right after each check (cpu_tier_path.py)
+        # (kern, dl, layer) -> records dispatches right after a layer's routed sum (a model calls it: gemma4's
+        # decode.py), where the CPU tier's row joins a sum the model normalises
+        self.after_combine = None
 
     def moe_matvec(self, dl, pool, rows, k, x, y, route, x_base=0, x_stride=0, label=""):
         if not isinstance(pool, PoolPart):

@@ -74,9 +74,6 @@ class StoreDecoder(Decoder):
         t0 = time.perf_counter()
         manifest, header = await open_store(sink)
         spec = architecture(header.architecture)
-        if opts.cpu_tier and not spec.cpu_expert_tier:
-            raise ValueError(f"the CPU expert workers compute SwiGLU experts; {spec.name}'s GELU experts are not "
-                             "supported there yet: turn the CPU expert workers off")
         cfg = spec.config.from_header(header)
         model = spec.model()(cfg)
         ex = manifest["layout"]["experts"]
@@ -116,12 +113,15 @@ class StoreDecoder(Decoder):
             meter.finish()
         cpu = None
         if opts.cpu_tier and not plan.full:
-            if not opts.q8_act and any(t == GGMLType.Q8_0 for t in ex["types"].values()):
-                raise ValueError("the CPU expert tier quantises activations for Q8_0 experts as the GPU's default "
-                                 "does: it cannot run with q8_act off")
+            if not opts.q8_act and any(t in (GGMLType.Q8_0, GGMLType.Q4_0) for t in ex["types"].values()):
+                raise ValueError("the CPU expert tier quantises activations for Q8_0 and Q4_0 experts as the GPU's "
+                                 "default does: it cannot run with q8_act off")
             cpu = await CpuTierPath.open(gpu, ex, pool, reader, k=cfg.n_expert_used, workers=opts.cpu_tier,
                                          mode=opts.cpu_tier_place, per_layer=opts.cpu_tier_max,
-                                         url=opts.cpu_tier_url)
+                                         url=opts.cpu_tier_url, experts=spec.cpu_experts)
+            if spec.cpu_experts.down_scale:
+                cpu.fold_scales([await loader.values(f"blk.{i}.{spec.cpu_experts.down_scale}")
+                                 for i in range(cfg.n_layer)])
             pool.streamer.placement = cpu.placement
             opts = replace(opts, routing="per_layer")  # the tier serves the misses of the per-layer loop
         dec = cls(gpu, pipelines, model, loader, acts, cache, pool.slot_map, step_buf, opts.kv_format)
@@ -130,7 +130,7 @@ class StoreDecoder(Decoder):
         dec.kern = cls.kernels_class(gpu, pipelines, step_buf, pool, lane_cap=opts.lane_cap,
                                     kv_format=opts.kv_format, q8_act=opts.q8_act)
         if cpu is not None:
-            dec.kern.after_check = cpu.recorder(acts["h"])
+            cpu.hook(dec.kern, acts)
         await dec._record(opts, mem)
         dec._start_routing(opts)
         dec.stats.update(load_ms=(time.perf_counter() - t0) * 1e3, pool_fill_ms=(time.perf_counter() - t_pool) * 1e3,

@@ -97,6 +97,17 @@ class StoreWeightLoader:
         except KeyError:
             raise ValueError(f"{name}: the store has no {kind} plane for it") from None
 
+    async def values(self, name: str) -> list:
+        """An F32 tensor's values read from the store (no GPU buffer): small vectors the CPU needs too."""
+        t = self.header.tensor(name)
+        if t.type != GGMLType.F32:
+            raise ValueError(f"{name}: expected F32 values, the store has {t.type.name}")
+        p = self._plane(name, "raw")
+        data = await self.sink.read(DENSE_FILE, p["offset"], p["nbytes"])
+        if len(data) != p["nbytes"]:
+            raise OSError(f"{DENSE_FILE}: short read of {name}; the store is damaged, verify or ingest it again")
+        return list(memoryview(bytes(data)).cast("f"))
+
     def vector(self, name: str, expect_len=None):
         t = self.header.tensor(name)
         if t.type != GGMLType.F32:

@@ -94,8 +94,9 @@ class PerLayerRunner:
             copies = [(route_ids, 0, 0, 4 * k)]
             if dec.lookahead is not None:
                 copies += dec.lookahead.copies([layer], 4 * k)[0]
-            if dec.cpu_tier is not None:  # the routing weights and xn for the experts computed on the CPU
-                copies += dec.cpu_tier.copies(layer, dec.acts["route_w"], dec.acts["xn"], sum(c[3] for c in copies))
+            if dec.cpu_tier is not None:  # the routing weights and the input of the experts computed on the CPU
+                copies += dec.cpu_tier.copies(layer, dec.acts["route_w"], dec.acts[dec.cpu_tier.input_name],
+                                              sum(c[3] for c in copies))
             self.segment_reads.append((js.Array.of(*(js.Array.of(*c) for c in copies)),
                                        sum(c[3] for c in copies)))
 

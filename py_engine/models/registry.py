@@ -19,6 +19,20 @@ GPU_TENSOR_TYPES = ("F32", "Q8_0")
 
 
 @dataclass(frozen=True)
+class CpuExperts:
+    """How the CPU expert workers (engine/cpu_tier_path.py) compute an architecture's routed experts and where their
+    weighted sum joins the GPU's."""
+    activation: str = "swiglu"  # between the gate/up and the down products (web/cpu_tier/plan.js ACTIVATIONS)
+    input: str = "xn"  # the activation buffer the routed experts multiply
+    # "h": added into h right after the layer's residency check (the routed sum goes straight into the residual);
+    # "moe_out": added into the routed sum before what the model does with it (gemma4 normalises it)
+    sum_into: str = "h"
+    # the GGUF tensor blk.N.<down_scale> of per-expert output scales (the GPU's combine multiplies each routing
+    # weight by its expert's), folded into the routing weights the workers take
+    down_scale: str | None = None
+
+
+@dataclass(frozen=True)
 class Architecture:
     name: str  # general.architecture, as llama.cpp names it
     config: type  # its from_header(header) reads the `{name}.*` keys
@@ -26,7 +40,7 @@ class Architecture:
     # the whole sequence state is the KV cache: a shorter prefix is a smaller position (no recurrent layers)
     attention_only: bool
     tensor_type_names: tuple = GPU_TENSOR_TYPES
-    cpu_expert_tier: bool = True  # the CPU expert workers (engine/cpu_tier_path.py) compute its routed experts
+    cpu_experts: CpuExperts = CpuExperts()  # how the CPU expert workers compute its routed experts
 
     @property
     def tensor_types(self) -> frozenset:
@@ -41,7 +55,8 @@ ARCHITECTURES = {a.name: a for a in (
     Architecture("qwen35moe", Qwen35MoeConfig, "Qwen35Moe", attention_only=False),
     # sliding-window layers keep only their window's rows (a ring): a shorter prefix cannot be resumed from
     Architecture("gemma4", Gemma4Config, "Gemma4", attention_only=False,
-                 tensor_type_names=GPU_TENSOR_TYPES + ("Q4_0", "Q6_K"), cpu_expert_tier=False),
+                 tensor_type_names=GPU_TENSOR_TYPES + ("Q4_0", "Q6_K"),
+                 cpu_experts=CpuExperts("geglu", "xe", "moe_out", "ffn_down_exps.scale")),
 )}
 NAMES = tuple(ARCHITECTURES)
 

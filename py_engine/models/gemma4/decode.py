@@ -58,6 +58,9 @@ def build_layer_ffn(kern, dl, acts, w, i, cfg, slot_map):
                     label=f"ffn_moe_down-{i}")
     moe_combine_scaled(kern, dl, (acts["route_ids"], acts["route_w"]), w["ffn_down_exps_scale"], acts["moe_down"],
                        acts["moe_out"], e, k, label=f"ffn_moe_out-{i}")
+    after_combine = getattr(kern, "after_combine", None)
+    if after_combine is not None:  # the CPU expert tier's share of the routed sum (engine/cpu_tier_path.py)
+        after_combine(kern, dl, i)
     rmsnorm_add(kern, dl, acts["moe_out"], w["post_ffw_norm_2"], acts["ffn"], e, eps, label=f"ffn_moe_normed-{i}")
     rmsnorm_add(kern, dl, acts["ffn"], w["post_ffw_norm"], acts["h"], e, eps, out_scale, label=f"l_out-{i}")
 
