@@ -5,8 +5,10 @@ post-norm.
 
 One Node process runs micro-gemma4-f32 (f32 KV cache, f32 activations) from the GGUF with every expert resident and
 from a store with the smallest pool and the tier on, "all" (every miss computed on the CPU) and "mixed" (one miss a
-layer on the CPU, the others uploaded: both tiers in one sum), and micro-gemma4 (Q4_0, default f16 cache and Q8_0
-activations) with "all". F32: the logits within MAX_ABS of the resident engine; Q4_0: the fixtures' protocol.
+layer on the CPU, the others uploaded: both tiers in one sum), prompts token by token, and "cost" (the cost model's
+choice, two workers) with the prompts through the batched prefill beside the resident engine prefilling the same
+way; and micro-gemma4 (Q4_0, default f16 cache and Q8_0 activations) with "all". F32: the logits within MAX_ABS of
+the resident engine; Q4_0: the fixtures' protocol.
 """
 import asyncio
 from pathlib import Path
@@ -24,11 +26,15 @@ ROOT_DIR = Path(__file__).resolve().parents[2]
 POOL_URL = (ROOT_DIR / "web" / "cpu_tier" / "pool.js").as_uri()
 F32, Q4 = "micro-gemma4-f32", "micro-gemma4"
 PROMPTS = (0, 1)
-# the CPU's SIMD products and its share of the routed sum add in another order than the GPU's lanes: a few 1e-6
-# (measured below); a routing flip would differ by whole units
+# the CPU's SIMD products and its share of the routed sum add in another order than the GPU's lanes: measured at
+# most 1.3e-5 token by token and 1.9e-5 with the batched prefill (logits up to ~10); a routing flip would differ by
+# whole units
 MAX_ABS = 1e-4
-VARIANTS = {"all": {"cpu_tier_place": "all"}, "mixed": {"cpu_tier_place": "all", "cpu_tier_max": 1}}
-JOBS = [(F32, "gguf"), (F32, "all"), (F32, "mixed"), (Q4, "all")]
+VARIANTS = {"all": {"cpu_tier_place": "all", "prefill_chunk": 1},
+            "mixed": {"cpu_tier_place": "all", "cpu_tier_max": 1, "prefill_chunk": 1},
+            "cost": {"cpu_tier_place": "cost", "cpu_tier": 2}}
+BASELINE = {"all": "gguf", "mixed": "gguf", "cost": "gguf-chunked"}  # the resident run prefilling the same way
+JOBS = [(F32, "gguf"), (F32, "gguf-chunked"), (F32, "all"), (F32, "mixed"), (F32, "cost"), (Q4, "all")]
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +57,13 @@ def tiered(gemma4_models, tmp_path_factory):
                 for p in refs["prompts"] if p["index"] in PROMPTS]
         mode = {"kv": "f32", "act": "f32"} if stem == F32 else {"kv": "f16"}
         if tag == "gguf":
+            job = {"model": str(models / f"{stem}.gguf"), "prefill_chunk": 1}
+        elif tag == "gguf-chunked":
             job = {"model": str(models / f"{stem}.gguf")}
         else:
             job = {"store": str(root / stem), "budget": "min", "cpu_tier": 1, "cpu_tier_url": POOL_URL,
                    **VARIANTS[tag]}
-        jobs.append({**job, **mode, "runs": runs, "prefill_chunk": 1})
+        jobs.append({**job, **mode, "runs": runs})
     result = run_in_node("py_engine.engine.node_entry:run", {"jobs": jobs}, mounts=[root, models, out],
                          timeout=900)
     return out, dict(zip(JOBS, result["jobs"])), manifests
@@ -65,12 +73,12 @@ def _rows(out, stem, tag, index, n_vocab):
     return np.fromfile(out / f"{stem}.{tag}.{index}.f32", dtype="<f4").reshape(-1, n_vocab)
 
 
-@pytest.mark.parametrize("tag", ["all", "mixed"])
+@pytest.mark.parametrize("tag", ["all", "mixed", "cost"])
 def test_f32_twin_gives_the_resident_engines_logits(tiered, tag):
     out, _, _ = tiered
     n_vocab = protocol.load_step0_logits(F32, 0, GEMMA4_REFS).size
     for index in PROMPTS:
-        base = _rows(out, F32, "gguf", index, n_vocab)
+        base = _rows(out, F32, BASELINE[tag], index, n_vocab)
         rows = _rows(out, F32, tag, index, n_vocab)
         assert rows.shape == base.shape
         diff = float(np.abs(rows - base).max())
@@ -90,7 +98,7 @@ def test_q4_passes_the_reference_protocol(tiered):
     assert result.passed, result.report()
 
 
-@pytest.mark.parametrize("stem,tag", [j for j in JOBS if j[1] != "gguf"])
+@pytest.mark.parametrize("stem,tag", [j for j in JOBS if not j[1].startswith("gguf")])
 def test_misses_go_to_the_cpu(tiered, stem, tag):
     _, jobs, manifests = tiered
     record = manifests[stem]["layout"]["experts"]["record_size"]
@@ -98,10 +106,14 @@ def test_misses_go_to_the_cpu(tiered, stem, tag):
     s = jobs[(stem, tag)]["stats"]
     st, tier = s["streamer"], s["cpu_tier"]
     assert s["arch"] == "gemma4" and s["mode"] == "partial"
-    assert s["routing"] == "per_layer" and s["per_layer_tokens"] == s["tokens"]
+    assert s["routing"] == "per_layer"
+    if VARIANTS[tag].get("prefill_chunk") == 1:  # every token through the per-layer loop (no batched prefill)
+        assert s["per_layer_tokens"] == s["tokens"]
     assert st["misses"] > 0 and tier["experts"] == st["placed_elsewhere"]
     assert tier["bytes_read"] == tier["experts"] * record
+    assert tier["workers"] == VARIANTS[tag].get("cpu_tier", 1) and tier["mode"] == VARIANTS[tag]["cpu_tier_place"]
     if tag == "all":
         assert tier["share_of_misses"] == 1.0 and tier["ms_per_token"] > 0
-    else:
+    if tag == "mixed":
         assert 0 < tier["share_of_misses"] < 1 and tier["experts"] <= s["tokens"] * n_layers
+    assert all(v > 0 for v in tier["rates_at_load"].values())
