@@ -1,7 +1,8 @@
 // Throughput of the CPU expert tier (web/cpu_tier) on real-dimension Q8_0 expert records (random bytes: the
 // kernel's speed does not depend on the values), for 1..N workers.
 //   node lab/cpu_tier_bench.mjs [--workers N] [--embd 2048] [--ff 512] [--k 8] [--tokens 1] [--seconds 2]
-//                               [--shared] [--records N] [--wasm other.wasm]
+//                               [--shared] [--records N] [--wasm other.wasm] [--q4]
+// --q4: Q4_0 records with GEGLU, gemma4's experts (Gemma 4 26B-A4B: --embd 2816 --ff 704);
 // --shared: every token of a request uses the same k experts (a prefill chunk's union at its most reused);
 // --records: how many records rotate (default: 256 MiB of them); --wasm: a kernel build to compare.
 // Prints, per worker count: requests of k experts (for --tokens tokens each), GB/s of expert weights (counted once
@@ -20,11 +21,12 @@ const seconds = arg('seconds', 2);
 const shared = process.argv.includes('--shared');
 const wasmAt = process.argv.indexOf('--wasm');
 const wasm = wasmAt > 0 ? readFileSync(process.argv[wasmAt + 1]) : undefined;
+const q4 = process.argv.includes('--q4');
 
 // the store's record layout (py_engine/store/layout.py): gate codes, up codes, gate scales, up scales, down codes,
 // down scales, each 256-byte aligned
 const al = (n) => Math.ceil(n / 256) * 256;
-const codes = nEmbd * nFf, scales = (nEmbd * nFf / 32) * 2;
+const codes = q4 ? nEmbd * nFf / 2 : nEmbd * nFf, scales = (nEmbd * nFf / 32) * 2;
 const planes = {};
 let off = 0;
 for (const [name, n] of [['gate_codes', codes], ['up_codes', codes], ['gate_scales', scales],
@@ -32,7 +34,8 @@ for (const [name, n] of [['gate_codes', codes], ['up_codes', codes], ['gate_scal
   planes[name] = [off, n];
   off = al(off + n);
 }
-const layout = { types: { gate: 8, up: 8, down: 8 }, dims: { gate: [nEmbd, nFf], up: [nEmbd, nFf], down: [nFf, nEmbd] },
+const type = q4 ? 2 : 8;
+const layout = { types: { gate: type, up: type, down: type }, dims: { gate: [nEmbd, nFf], up: [nEmbd, nFf], down: [nFf, nEmbd] },
                  planes, record_size: off };
 const jobsPerRequest = k * tokens;
 const slots = Math.max(jobsPerRequest, arg('records', Math.ceil((256 << 20) / off)));  // default: > 256 MiB
@@ -49,14 +52,15 @@ function fillRecord(bytes, seed) {
   }
 }
 
-console.log(`CPU expert tier: n_embd ${nEmbd}, n_ff ${nFf}, Q8_0 record ${off} B, ${k} experts x ${tokens} token(s) ` +
+console.log(`CPU expert tier: n_embd ${nEmbd}, n_ff ${nFf}, ${q4 ? 'Q4_0' : 'Q8_0'} record ${off} B, ${k} experts x ${tokens} token(s) ` +
             `per request${shared ? ' (the same k for every token)' : ''}, ${slots} records (${(slots * off / 2 ** 20).toFixed(0)} MiB) in rotation, ` +
             `${os.availableParallelism()} cores`);
 // GB/s/core: bytes per second of CPU time the process used (the caller sleeps in Atomics.wait meanwhile): one
 // core's rate, a figure that holds on a machine whose cores are busy with other work, unlike the wall-clock one
 console.log('workers  requests/s  ms/request  GB/s  experts/s  GB/s/core');
 for (let w = 1; w <= maxWorkers; w++) {
-  const pool = await createExpertPool({ layout, wasm, workers: w, slots, tokens, jobs: jobsPerRequest });
+  const pool = await createExpertPool({ layout, wasm, workers: w, slots, tokens, jobs: jobsPerRequest,
+                                        activation: q4 ? 'geglu' : 'swiglu' });
   for (let s = 0; s < slots; s++) fillRecord(pool.record(s), s + 1);
   const x = new Float32Array(tokens * nEmbd).map((_, i) => Math.sin(i * 0.37) * 1.3);
   const tok = Array.from({ length: jobsPerRequest }, (_, j) => Math.floor(j / k));

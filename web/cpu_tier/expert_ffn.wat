@@ -16,6 +16,8 @@
 ;; as they are loaded (v128.load8x8_s); i32x4.dot_i16x8_s then sums their products in pairs, exactly.
 ;; Measured (lab/cpu_tier_bench.mjs, one worker, 2048 x 512 records, an AMD EPYC VM): ~6.5 GB/s of records per core
 ;; from memory and ~8.4 from cache, against ~2.5 when each block's scale was converted and applied on its own.
+;; Q4_0 (--q4, 2048 x 512 records, on a 2-core VM shared with other work): ~4.3 GB/s of records per core, ~2,400
+;; experts/s against Q8_0's ~2,150 there (half the bytes, more work per byte to unpack the nibbles).
 (module
   (import "env" "memory" (memory 1 65536 shared))
   ;; silu's and gelu's exp: WebAssembly has none; one call per row is nothing beside the row's product
@@ -461,57 +463,17 @@
       end
     end)
 
-  ;; Σ q_w·q_x of one Q4_0 block (16 bytes of nibbles at $w) with the input block's i16 codes at $q, as four i32
-  ;; lanes: low nibbles are values 0-15, high nibbles 16-31, each less 8.
-  (func $q4_block (param $w i32) (param $q i32) (result v128)
-    (local $c v128) (local $lo v128) (local $hi v128)
-    local.get $w
-    v128.load
-    local.tee $c
-    v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15
-    v128.and
-    v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
-    i8x16.sub
-    local.set $lo
-    local.get $c
-    i32.const 4
-    i8x16.shr_u
-    v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
-    i8x16.sub
-    local.set $hi
-    local.get $lo
-    i16x8.extend_low_i8x16_s
-    local.get $q
-    v128.load
-    i32x4.dot_i16x8_s
-    local.get $lo
-    i16x8.extend_high_i8x16_s
-    local.get $q
-    v128.load offset=16
-    i32x4.dot_i16x8_s
-    i32x4.add
-    local.get $hi
-    i16x8.extend_low_i8x16_s
-    local.get $q
-    v128.load offset=32
-    i32x4.dot_i16x8_s
-    local.get $hi
-    i16x8.extend_high_i8x16_s
-    local.get $q
-    v128.load offset=48
-    i32x4.dot_i16x8_s
-    i32x4.add
-    i32x4.add)
-
   ;; Rows [$r0, $r1) of a Q4_0 matrix of $nb blocks per row (nibbles at $codes, 16 bytes per block; f16 scales at
   ;; $scales) times the quantised input ($xq codes, $xs scales): out[r]. rows_q8's loop (two rows at a time, blocks in
-  ;; groups of four sharing their scale products) with Q4_0 blocks.
+  ;; groups of four sharing their scale products) with Q4_0 blocks: a block's low nibbles are values 0-15, its high
+  ;; nibbles 16-31, each less 8, widened to i16 for i32x4.dot_i16x8_s with the input's codes. The block's unpacking
+  ;; is written out for each row: as a function call per block it ran ~1.6x slower (lab/cpu_tier_bench.mjs --q4).
   (func (export "rows_q4") (param $codes i32) (param $scales i32) (param $nb i32) (param $r0 i32) (param $r1 i32)
                            (param $xq i32) (param $xs i32) (param $out i32)
-    (local $w0 i32) (local $w1 i32) (local $s0 i32) (local $s1 i32) (local $q i32) (local $qs i32) (local $b i32)
-    (local $in_group i32) (local $two i32)
-    (local $acc0 v128) (local $acc1 v128) (local $sc0 v128) (local $sc1 v128) (local $dx v128) (local $lane v128)
-    block $rows_done
+            (local $w0 i32) (local $w1 i32) (local $s0 i32) (local $s1 i32) (local $q i32) (local $qs i32) (local $b i32)
+            (local $in_group i32) (local $two i32) (local $c v128) (local $lo v128) (local $hi v128)
+            (local $acc0 v128) (local $acc1 v128) (local $sc0 v128) (local $sc1 v128) (local $dx v128) (local $lane v128)
+            block $rows_done
       loop $rows
         local.get $r0
         local.get $r1
@@ -593,10 +555,46 @@
           i32.add
           local.set $b
           loop $blocks
+            ;; row 0: the block's nibbles less 8 (lo: values 0-15, hi: 16-31), Σ q_w·q_x as four i32 lanes, to
+            ;; f32, times the block's d_w·d_x
             local.get $acc0
             local.get $w0
+            v128.load
+            local.tee $c
+            v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15
+            v128.and
+            v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
+            i8x16.sub
+            local.set $lo
+            local.get $c
+            i32.const 4
+            i8x16.shr_u
+            v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
+            i8x16.sub
+            local.set $hi
+            local.get $lo
+            i16x8.extend_low_i8x16_s
             local.get $q
-            call $q4_block
+            v128.load
+            i32x4.dot_i16x8_s
+            local.get $lo
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=16
+            i32x4.dot_i16x8_s
+            i32x4.add
+            local.get $hi
+            i16x8.extend_low_i8x16_s
+            local.get $q
+            v128.load offset=32
+            i32x4.dot_i16x8_s
+            local.get $hi
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=48
+            i32x4.dot_i16x8_s
+            i32x4.add
+            i32x4.add
             f32x4.convert_i32x4_s
             local.get $sc0
             local.get $lane
@@ -604,10 +602,45 @@
             f32x4.mul
             f32x4.add
             local.set $acc0
+            ;; row 1, the same
             local.get $acc1
             local.get $w1
+            v128.load
+            local.tee $c
+            v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15
+            v128.and
+            v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
+            i8x16.sub
+            local.set $lo
+            local.get $c
+            i32.const 4
+            i8x16.shr_u
+            v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8
+            i8x16.sub
+            local.set $hi
+            local.get $lo
+            i16x8.extend_low_i8x16_s
             local.get $q
-            call $q4_block
+            v128.load
+            i32x4.dot_i16x8_s
+            local.get $lo
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=16
+            i32x4.dot_i16x8_s
+            i32x4.add
+            local.get $hi
+            i16x8.extend_low_i8x16_s
+            local.get $q
+            v128.load offset=32
+            i32x4.dot_i16x8_s
+            local.get $hi
+            i16x8.extend_high_i8x16_s
+            local.get $q
+            v128.load offset=48
+            i32x4.dot_i16x8_s
+            i32x4.add
+            i32x4.add
             f32x4.convert_i32x4_s
             local.get $sc1
             local.get $lane
@@ -679,7 +712,7 @@
         local.set $r0
         br $rows
       end
-    end)
+            end)
 
   ;; Rows [$r0, $r1) of an F32 matrix of $n columns (n a multiple of 8) at $w times the f32 input at $x: out[r].
   (func (export "rows_f32") (param $w i32) (param $n i32) (param $r0 i32) (param $r1 i32) (param $x i32)
