@@ -5,7 +5,8 @@ post-norm.
 
 One Node process runs micro-gemma4-f32 (f32 KV cache, f32 activations) from the GGUF with every expert resident and
 from a store with the smallest pool and the tier on, "all" (every miss computed on the CPU) and "mixed" (one miss a
-layer on the CPU, the others uploaded: both tiers in one sum), prompts token by token, and "cost" (the cost model's
+layer on the CPU, the others uploaded: both tiers in one sum), "prefetch" ("all" beside the router look-ahead's
+prefetch: its guesses share the readback with the weights and xe), prompts token by token, and "cost" (the cost model's
 choice, two workers) with the prompts through the batched prefill beside the resident engine prefilling the same
 way; and micro-gemma4 (Q4_0, default f16 cache and Q8_0 activations) with "all". F32: the logits within MAX_ABS of
 the resident engine; Q4_0: the fixtures' protocol.
@@ -32,9 +33,12 @@ PROMPTS = (0, 1)
 MAX_ABS = 1e-4
 VARIANTS = {"all": {"cpu_tier_place": "all", "prefill_chunk": 1},
             "mixed": {"cpu_tier_place": "all", "cpu_tier_max": 1, "prefill_chunk": 1},
+            "prefetch": {"cpu_tier_place": "all", "prefetch_depth": 1, "prefill_chunk": 1},
             "cost": {"cpu_tier_place": "cost", "cpu_tier": 2}}
-BASELINE = {"all": "gguf", "mixed": "gguf", "cost": "gguf-chunked"}  # the resident run prefilling the same way
-JOBS = [(F32, "gguf"), (F32, "gguf-chunked"), (F32, "all"), (F32, "mixed"), (F32, "cost"), (Q4, "all")]
+# the resident run that prefills the same way
+BASELINE = {"all": "gguf", "mixed": "gguf", "prefetch": "gguf", "cost": "gguf-chunked"}
+JOBS = [(F32, "gguf"), (F32, "gguf-chunked"), (F32, "all"), (F32, "mixed"), (F32, "prefetch"), (F32, "cost"),
+        (Q4, "all")]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +77,7 @@ def _rows(out, stem, tag, index, n_vocab):
     return np.fromfile(out / f"{stem}.{tag}.{index}.f32", dtype="<f4").reshape(-1, n_vocab)
 
 
-@pytest.mark.parametrize("tag", ["all", "mixed", "cost"])
+@pytest.mark.parametrize("tag", ["all", "mixed", "prefetch", "cost"])
 def test_f32_twin_gives_the_resident_engines_logits(tiered, tag):
     out, _, _ = tiered
     n_vocab = protocol.load_step0_logits(F32, 0, GEMMA4_REFS).size
@@ -112,8 +116,10 @@ def test_misses_go_to_the_cpu(tiered, stem, tag):
     assert st["misses"] > 0 and tier["experts"] == st["placed_elsewhere"]
     assert tier["bytes_read"] == tier["experts"] * record
     assert tier["workers"] == VARIANTS[tag].get("cpu_tier", 1) and tier["mode"] == VARIANTS[tag]["cpu_tier_place"]
-    if tag == "all":
+    if tag in ("all", "prefetch"):
         assert tier["share_of_misses"] == 1.0 and tier["ms_per_token"] > 0
+    if tag == "prefetch":
+        assert st["prefetch_issued"] > 0
     if tag == "mixed":
         assert 0 < tier["share_of_misses"] < 1 and tier["experts"] <= s["tokens"] * n_layers
     assert all(v > 0 for v in tier["rates_at_load"].values())
