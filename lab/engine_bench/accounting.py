@@ -42,6 +42,15 @@ def _matrix_elements(t) -> int:
     return t.n_elements if len(t.dims) >= 2 else 0
 
 
+def attention_layers(cfg, n_kv_layers: int) -> list:
+    """(KV heads, head dim, window or None) of each layer with a KV cache: gemma4's vary by layer (sliding-window
+    layers with their own head dim and KV heads), the Qwen models' are alike."""
+    if isinstance(cfg.n_head_kv, (list, tuple)):
+        return [(cfg.n_head_kv[i], cfg.layer_head_dim(i), cfg.n_swa if cfg.is_swa(i) else None)
+                for i in range(cfg.n_layer)]
+    return [(cfg.n_head_kv, cfg.head_dim, None)] * n_kv_layers
+
+
 def per_token(header, cfg, n_kv_layers: int, kv_elt_bytes: int, state_values: int, ctx: float,
               state_layers: int = 0, state_elements_per_layer: int = 0) -> dict:
     """Bytes read and FLOPs of one decoded token attending to `ctx` cached positions.
@@ -67,9 +76,12 @@ def per_token(header, cfg, n_kv_layers: int, kv_elt_bytes: int, state_values: in
     k, n_exp = cfg.n_expert_used, cfg.n_expert
     expert_bytes = expert_bytes_all * k // n_exp  # k of the n experts of every layer
     expert_flops = 2 * expert_elems_all * k // n_exp
-    kv_row = cfg.n_head_kv * cfg.head_dim * kv_elt_bytes
-    kv_read = int(2 * n_kv_layers * ctx * kv_row)
-    attn_flops = int(4 * n_kv_layers * cfg.n_head * cfg.head_dim * ctx)
+    kv_read = attn_flops = 0
+    for kv_heads, head_dim, window in attention_layers(cfg, n_kv_layers):
+        seen = min(ctx, window) if window else ctx  # a sliding-window layer reads its window's rows at most
+        kv_read += 2 * seen * kv_heads * head_dim * kv_elt_bytes
+        attn_flops += 4 * cfg.n_head * head_dim * seen
+    kv_read, attn_flops = int(kv_read), int(attn_flops)
     state_bytes = 2 * 4 * state_values  # read and written back
     gdn_flops = GDN_FLOPS_PER_STATE_VALUE * state_layers * state_elements_per_layer
     total = dense_bytes + expert_bytes + kv_read + state_bytes

@@ -40,6 +40,24 @@ def test_per_token_bytes_follow_the_dimensions(fixture_models):
     assert w["dense"] == all_dense
 
 
+def test_per_token_kv_follows_gemma4s_layers(gemma4_models):
+    """gemma4's layers differ: a sliding-window layer reads at most its window's rows with its own head dim and KV
+    heads, a global layer every position."""
+    from py_engine.models.gemma4.config import Gemma4Config
+
+    header = read_gguf_file(str(gemma4_models / "micro-gemma4.gguf"))
+    cfg = Gemma4Config.from_header(header)
+    ctx = 3 * cfg.n_swa
+    cost = accounting.per_token(header, cfg, cfg.n_layer, 2, 0, ctx=ctx)
+    want = sum(2 * (cfg.n_swa if cfg.is_swa(i) else ctx) * cfg.n_head_kv[i] * cfg.layer_head_dim(i) * 2
+               for i in range(cfg.n_layer))
+    assert cost["kv_read"] == want
+    assert any(cfg.is_swa(i) for i in range(cfg.n_layer)) and not all(cfg.is_swa(i) for i in range(cfg.n_layer))
+    # the tied Q6_K table is read whole as the head, plus the embedded row
+    embd = header.tensor("token_embd.weight")
+    assert cost["dense_weights"] >= embd.nbytes + embd.nbytes // cfg.n_vocab
+
+
 def test_derive_divides_bytes_by_the_measured_bandwidth():
     raw = {"prefill": {"tokens": 4, "tok_s": 100.0, "syncs": 1, "ffi_calls": 8, "flops_per_token": 2e9},
            "decode": {"tokens": 2, "tok_s": 50.0, "ms": 40.0, "syncs": 2, "ffi_calls": 10},
