@@ -52,10 +52,9 @@ def main(argv=None) -> int:
         raise SystemExit(f"{a.make_tiny}: no such file (give the path of make_tiny.py)")
     mod = _load(a.make_tiny)
     _gen_tensor = mod.gen_tensor
-    build_specs = mod.build_specs
     pools, pending = [], {}  # the pool, once the specs exist; spec index -> its result
 
-    def specs_then_pool(args, n_vocab):
+    def specs_then_pool(build_specs, args, n_vocab):
         specs = build_specs(args, n_vocab)
         _specs[:] = specs
         pools.append(multiprocessing.get_context("fork").Pool(max(1, a.jobs)))
@@ -75,7 +74,10 @@ def main(argv=None) -> int:
             print(f"{done}/{n} tensors", file=sys.stderr, flush=True)
         yield data
 
-    mod.build_specs = specs_then_pool
+    # each architecture's spec builder (build_specs, build_specs_gemma4, ...) hands its list to the pool
+    for name in [n for n in dir(mod) if n.startswith("build_specs")]:
+        mod.__dict__[name] = (lambda build: lambda args, n_vocab: specs_then_pool(build, args, n_vocab))(
+            getattr(mod, name))
     mod.gen_tensor = gen_from_pool
     try:
         mod.main(rest)

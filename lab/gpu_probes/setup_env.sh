@@ -10,10 +10,10 @@ mkdir -p "$T/pyodide" "$T/models"
 export PYTHONPATH="$T/site:$PWD" DISKFORMER_NODE="$T/node" DISKFORMER_PYODIDE="$T/pyodide" DAWN_NODE="$T/dawn.node"
 export PYTHONUNBUFFERED=1 MODELS="$T/models"
 
-# real_model LAYERS LOG: the real-dimension qwen35moe file of that many layers (default seed), made once per machine
+# real_model LAYERS LOG: the real-dimension file (ARCH, default qwen35moe; gemma4 too) of that many layers (default seed), made once per machine
 # (lab/gpu_probes/make_tiny_parallel.py, all cores); sets M to its path; make_tiny's output goes to LOG
 real_model() {
-  M="$MODELS/real$1-qwen35moe.gguf"
-  [ -f "$M.done" ] || { python3 lab/gpu_probes/make_tiny_parallel.py .gpu-carry/make_tiny.py -- --arch qwen35moe --preset real \
-    --layers "$1" --out "$M" > "$2" 2>&1 && touch "$M.done"; }
+  M="$MODELS/real$1-${ARCH:-qwen35moe}.gguf"
+  [ -f "$M.done" ] || { python3 lab/gpu_probes/make_tiny_parallel.py .gpu-carry/make_tiny.py -- --arch "${ARCH:-qwen35moe}" \
+    --preset real --layers "$1" --out "$M" > "$2" 2>&1 && touch "$M.done"; }
 }

@@ -3,14 +3,17 @@ on it)."""
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, SHARED
 
 MAKE_TINY = SHARED / "tools" / "make_tiny.py"
 PARALLEL = REPO / "lab" / "gpu_probes" / "make_tiny_parallel.py"
 
 
-def test_parallel_file_is_make_tinys_byte_for_byte(tmp_path):
-    args = ["--arch", "qwen35moe", "--preset", "micro", "--layers", "4", "--mtp"]
+@pytest.mark.parametrize("args", [["--arch", "qwen35moe", "--preset", "micro", "--layers", "4", "--mtp"],
+                                  ["--arch", "gemma4", "--preset", "micro"]], ids=["qwen35moe", "gemma4"])
+def test_parallel_file_is_make_tinys_byte_for_byte(tmp_path, args):
     serial, parallel = tmp_path / "serial.gguf", tmp_path / "parallel.gguf"
     subprocess.run([sys.executable, str(MAKE_TINY), *args, "--out", str(serial)], check=True, capture_output=True)
     done = subprocess.run([sys.executable, str(PARALLEL), str(MAKE_TINY),
