@@ -377,7 +377,7 @@ class Kernels:
             return table.record_embed(self, dl, y, label)
         for row0, n, bufs in table.bands:
             self.record(dl, "embed.wgsl", {"WFMT": table.fmt}, {1: self.step, 2: y, **bufs},
-                        (table.cols + 255) // 256, label, {"n": table.cols, "row_base": row0, "rows": n})
+                        (table.cols + 255) // 256, label, {"n": table.cols, "row_base": row0, "rows": n, "scale": 1.0})
 
     def qk_rope_append(self, dl, x, q, q_norm, k_norm, k_cache, v_cache, shape: "DecodeAttentionShape",
                        label="qk_rope_append"):

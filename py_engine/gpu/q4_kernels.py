@@ -56,12 +56,12 @@ def q4_matvec(kern, dl, w: GpuMatrix, x, y, x_base=0, y_base=0, accumulate=False
 
 def embed_scaled(kern, dl, table: GpuMatrix, y, scale=1.0, label="embed"):
     """y[0 .. cols) = row step.token of `table`, dequantised exactly, times `scale` in f32 (one dispatch per band;
-    shaders/embed_output/embed_scaled.wgsl). gemma4 passes its Q6_K table and sqrt(n_embd)."""
+    shaders/embed_output/embed.wgsl). gemma4 passes its Q6_K table and sqrt(n_embd)."""
     if table.fmt not in EMBED_FORMATS:
         raise ValueError(f"{table.name}: no embedding lookup of format {table.fmt!r} (only {', '.join(EMBED_FORMATS)})")
     if table.fmt == "q6k" and table.cols % Q6K_VALUES:
         raise ValueError(f"{table.name}: Q6_K rows of {table.cols} values are not whole {Q6K_VALUES}-value blocks")
     table.require_whole("embed_scaled")
     for row0, n, bufs in table.bands:
-        kern.record(dl, "embed_scaled.wgsl", {"WFMT": table.fmt}, {1: kern.step, 2: y, **bufs},
+        kern.record(dl, "embed.wgsl", {"WFMT": table.fmt}, {1: kern.step, 2: y, **bufs},
                     (table.cols + 255) // 256, label, {"n": table.cols, "row_base": row0, "rows": n, "scale": scale})

@@ -1,5 +1,5 @@
 // Embedding lookup for a prefill chunk: y[t·n + i] = row ids[t] of the embedding matrix (dequantised) times p.scale
-// (1, or gemma4's sqrt(n_embd): the same f32 product as embed_scaled.wgsl), t < chunk.n.
+// (1, or gemma4's sqrt(n_embd): the same f32 product as embed.wgsl), t < chunk.n.
 // Row bands as in embed.wgsl (one dispatch per band; a band writes the tokens that fall inside it).
 #include "chunk.wgsl"
 struct Params { n: u32, row_base: u32, rows: u32, scale: f32 }
