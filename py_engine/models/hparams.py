@@ -41,3 +41,18 @@ def moe_attention_fields(header, n_layer: int) -> dict:
         n_ff_exp=v("expert_feed_forward_length"),
         n_ctx_train=v("context_length", 0),
     )
+
+
+class AttentionOnly:
+    """The layer facts of a model whose every layer attends (no recurrent state): qwen3moe's and gemma4's configs."""
+
+    @property
+    def recurrent(self) -> tuple:
+        return (False,) * self.n_layer
+
+    def is_recurrent(self, layer: int) -> bool:
+        return False
+
+    @property
+    def n_kv_layers(self) -> int:
+        return self.n_layer

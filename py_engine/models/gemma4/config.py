@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..hparams import arch_value, check_architecture
+from ..hparams import AttentionOnly, arch_value, check_architecture
 
 
 def _per_layer(header, suffix: str, n_layer: int, kind) -> tuple:
@@ -34,7 +34,7 @@ def _float32(x: float) -> float:
 
 
 @dataclass(frozen=True)
-class Gemma4Config:
+class Gemma4Config(AttentionOnly):
     arch: ClassVar[str] = "gemma4"
     n_vocab: int
     n_layer: int
@@ -69,17 +69,6 @@ class Gemma4Config:
 
     def layer_rope_base(self, layer: int) -> float:
         return self.rope_base_swa if self.is_swa(layer) else self.rope_base
-
-    @property
-    def recurrent(self) -> tuple:
-        return (False,) * self.n_layer  # every layer attends
-
-    def is_recurrent(self, layer: int) -> bool:
-        return False
-
-    @property
-    def n_kv_layers(self) -> int:
-        return self.n_layer
 
     @classmethod
     def from_header(cls, header):

@@ -3,11 +3,11 @@ Field names are llama.cpp's llama_hparams names; the numpy reference reads the s
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..hparams import arch_value, check_architecture, moe_attention_fields
+from ..hparams import AttentionOnly, arch_value, check_architecture, moe_attention_fields
 
 
 @dataclass(frozen=True)
-class Qwen3MoeConfig:
+class Qwen3MoeConfig(AttentionOnly):
     arch: ClassVar[str] = "qwen3moe"
     n_vocab: int
     n_layer: int
@@ -22,17 +22,6 @@ class Qwen3MoeConfig:
     n_expert_used: int
     n_ff_exp: int
     n_ctx_train: int
-
-    @property
-    def recurrent(self) -> tuple:
-        return (False,) * self.n_layer  # every layer attends
-
-    def is_recurrent(self, layer: int) -> bool:
-        return False
-
-    @property
-    def n_kv_layers(self) -> int:
-        return self.n_layer
 
     @classmethod
     def from_header(cls, header):
